@@ -1,0 +1,54 @@
+"""`manage.py bootstrap_demo`: an admin, a project and the `local` connection. Idempotent."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from cloudpivot.accounts.models import ApiToken, Membership, Project, Role
+from cloudpivot.accounts.services import api_token_create, api_token_revoke
+from clusters.choices import BackendKind
+from clusters.models import CloudConnection
+
+DEMO_TOKEN_NAME = "demo (make run)"
+
+
+class Command(BaseCommand):
+    help = "Create the demo admin, the `demo` project and the `local` cloud connection (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="admin")
+        parser.add_argument(
+            "--token",
+            action="store_true",
+            help="Issue a fresh demo API token (revoking the previous one) and print it last.",
+        )
+
+    @transaction.atomic
+    def handle(self, *args, username: str, token: bool, **options):
+        password_file = settings.VAR_DIR / f"{username}-password"
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            password = secrets.token_urlsafe(12)
+            user = get_user_model().objects.create_superuser(username, f"{username}@localhost", password)
+            password_file.touch(mode=0o600)
+            password_file.write_text(password)
+        project, _ = Project.objects.get_or_create(slug="demo", defaults={"name": "Demo project"})
+        Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.ADMIN})
+        local, _ = CloudConnection.objects.get_or_create(
+            cloud_id="local", defaults={"name": "This host", "backend": BackendKind.LOCAL}
+        )
+        local.projects.add(project)
+        self.stdout.write(f"user: {username}")
+        if password_file.exists():
+            self.stdout.write(f"password: {password_file.read_text().strip()}  (kept in {password_file})")
+        self.stdout.write("project: demo; cloud: local")
+        if token:
+            for old in ApiToken.objects.filter(user=user, name=DEMO_TOKEN_NAME, revoked_at__isnull=True):
+                api_token_revoke(token=old)
+            _, plain = api_token_create(user=user, name=DEMO_TOKEN_NAME)
+            self.stdout.write(f"api token: {plain}")

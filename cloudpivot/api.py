@@ -1,0 +1,60 @@
+"""The API's single error shape: {"code", "message", "errors": [{"field", "message"}]}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from rest_framework import exceptions as drf_exceptions
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from cloudpivot.exceptions import ApplicationError
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+    """Turn DRF's nested error detail into a flat list with dotted field paths (`command.0`)."""
+    if isinstance(detail, dict):
+        out: list[dict[str, str]] = []
+        for key, value in detail.items():
+            field = str(key) if key != "non_field_errors" else ""
+            out += flatten_errors(value, f"{prefix}.{field}" if prefix and field else prefix or field)
+        return out
+    if isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            return [{"field": prefix, "message": str(item)} for item in detail]
+        out = []
+        for index, item in enumerate(detail):
+            if item:
+                out += flatten_errors(item, f"{prefix}.{index}" if prefix else str(index))
+        return out
+    return [{"field": prefix, "message": str(detail)}]
+
+
+def error_body(code: str, message: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "errors": errors or []}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApplicationError):
+        return Response(error_body(exc.code, exc.message, exc.errors) | exc.extra, status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            error_body("invalid", "The request body is too large.", [{"field": "", "message": str(exc)}]),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, drf_exceptions.ValidationError):
+        errors = flatten_errors(exc.detail)
+        first = errors[0] if errors else {"field": "", "message": "invalid input"}
+        message = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
+        response.data = error_body("invalid", message, errors)
+    elif isinstance(exc, drf_exceptions.ParseError):
+        response.data = error_body("parse_error", str(exc.detail), [{"field": "", "message": str(exc.detail)}])
+    elif isinstance(exc, drf_exceptions.APIException):
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        response.data = error_body(str(code), str(exc.detail))
+    return response

@@ -1,0 +1,7 @@
+"""The one list of django-q2 schedules; `python manage.py sync_schedules` makes the database match it."""
+
+SCHEDULES = [
+    # Every minute a ticker job runs reconcile passes for about a minute (tasks.jobs.tick);
+    # a lease keeps it to one at a time across all workers.
+    {"name": "ticker", "func": "tasks.jobs.tick", "schedule_type": "I", "minutes": 1},
+]

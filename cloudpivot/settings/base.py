@@ -1,0 +1,217 @@
+"""CloudPivot settings. Everything comes from environment variables with safe defaults.
+
+No variables at all → the embedded default: SQLite under var/, django-q2's ORM broker,
+an in-process channel layer. DATABASE_URL → PostgreSQL; REDIS_URL → channels_redis and
+django-q2's Redis broker. See .env.example for every variable.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from cloudpivot.env import env, envsecret
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(env.str("CLOUDPIVOT_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _local_secret_key() -> str:
+    """A random key kept in var/ so the embedded default needs no configuration and stays stable across restarts."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = envsecret("DJANGO_SECRET_KEY") or _local_secret_key()
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "channels",
+    "django_htmx",
+    "allauth",
+    "allauth.account",
+    "cloudpivot.accounts",
+    "clusters",
+    "tasks",
+    "resources",
+    "runner_api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+]
+
+ROOT_URLCONF = "cloudpivot.urls"
+ASGI_APPLICATION = "cloudpivot.asgi.application"
+WSGI_APPLICATION = "cloudpivot.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# ---------------------------------------------------------------- database
+# SQLite: WAL lets readers and the single writer overlap; IMMEDIATE transactions take the
+# write lock up front, so two writers queue on the busy timeout instead of failing midway.
+SQLITE_PATH = VAR_DIR / "cloudpivot.sqlite3"
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# ---------------------------------------------------------------- static files (WhiteNoise, no CDN)
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# ---------------------------------------------------------------- Redis (optional)
+REDIS_URL = env.str("REDIS_URL", default="")
+
+# ---------------------------------------------------------------- Channels
+# The channel layer is only a doorbell ("something new at seq N"); the database is the record.
+if REDIS_URL:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# ---------------------------------------------------------------- django-q2
+# Rule from django-q2's docs: `timeout` must be shorter than `retry`, or a slow job runs twice at once.
+# The ticker job (tasks.jobs.tick) runs for TICKER_SECONDS, so timeout leaves room for it.
+TICKER_SECONDS = env.int("CLOUDPIVOT_TICKER_SECONDS", default=55)
+Q_CLUSTER = {
+    "name": env.str("CLOUDPIVOT_QUEUE_NAME", default="cloudpivot"),
+    "workers": env.int("CLOUDPIVOT_WORKERS", default=4),
+    "timeout": TICKER_SECONDS + 35,
+    "retry": TICKER_SECONDS + 65,
+    "max_attempts": 3,
+    "catch_up": False,
+    "save_limit": 500,
+    "ack_failures": True,
+    "poll": 0.1,
+    "label": "Background jobs",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# ---------------------------------------------------------------- REST framework
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "cloudpivot.accounts.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "cloudpivot.api.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "CloudPivot API",
+    "DESCRIPTION": "Batch tasks and cloud resources on Kubernetes and OpenStack.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# ---------------------------------------------------------------- allauth
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+LOGIN_REDIRECT_URL = "/"
+LOGIN_URL = "/accounts/login/"
+
+# ---------------------------------------------------------------- CloudPivot
+# Where the local backend keeps one state directory per attempt (Runner outbox, program output).
+RUNS_DIR = Path(env.str("CLOUDPIVOT_RUNS_DIR", default=str(VAR_DIR / "runs")))
+# The URL Runners use to reach this server; for the local backend, this host.
+RUNNER_SERVER_URL = env.str("CLOUDPIVOT_RUNNER_SERVER_URL", default=f"http://127.0.0.1:{env.int('PORT', 8000)}")
+RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", default=1.0)
+# Silence longer than this from a Runner makes its task UNKNOWN (never a silent re-run).
+RUNNER_HEARTBEAT_DEADLINE_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_DEADLINE_SECONDS", default=60.0)
+# A Runner that has not called within this time after its start is considered never started.
+RUNNER_FIRST_CONTACT_SECONDS = env.float("CLOUDPIVOT_RUNNER_FIRST_CONTACT_SECONDS", default=60.0)
+STOP_GRACE_SECONDS = env.float("CLOUDPIVOT_STOP_GRACE_SECONDS", default=5.0)
+# After a stop request, how long the Runner gets to stop the program before the backend stops it.
+STOP_WINDOW_SECONDS = env.float("CLOUDPIVOT_STOP_WINDOW_SECONDS", default=15.0)
+LOG_MAX_BYTES_PER_TASK = env.int("CLOUDPIVOT_LOG_MAX_BYTES_PER_TASK", default=100 * 1024 * 1024)
+SPEC_MAX_BYTES = env.int("CLOUDPIVOT_SPEC_MAX_BYTES", default=256 * 1024)
+# Identifies this installation in cloud labels/tags, so two installations never adopt each other's objects.
+INSTALLATION_ID = env.str("CLOUDPIVOT_INSTALLATION_ID", default="default")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("CLOUDPIVOT_LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

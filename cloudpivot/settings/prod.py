@@ -1,0 +1,14 @@
+"""Production: everything from the environment (see docs/deploy.md), plus strict transport security."""
+
+from __future__ import annotations
+
+from cloudpivot.env import env
+from cloudpivot.settings.base import *  # noqa: F403
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SSL_REDIRECT", default=True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]

@@ -1,0 +1,18 @@
+"""Test settings: the same as base (SQLite or DATABASE_URL/REDIS_URL), with faster hashing."""
+
+from __future__ import annotations
+
+import os
+
+from cloudpivot.settings.base import *  # noqa: F403
+from cloudpivot.settings.base import DATABASES, Q_CLUSTER, VAR_DIR
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# A file, not :memory:, so Daphne and qcluster subprocesses in end-to-end tests see the same database.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(VAR_DIR / f"test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.sqlite3")
+    }
+# A queue name of its own per test run, so a Redis shared with other runs never mixes their jobs.
+Q_CLUSTER["name"] = os.environ.get("CLOUDPIVOT_QUEUE_NAME", f"cloudpivot-test-{os.getpid()}")
+LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -1,0 +1,88 @@
+"""The interface every cloud backend implements, and the plain data that crosses it.
+
+Backends never touch Task state or the ORM: services hand them plain data and record
+what they answer (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from clusters.models import CloudConnection
+
+ErrorKind = Literal["auth", "quota", "not_found", "invalid_spec", "transient"]
+
+
+class BackendError(Exception):
+    """A cloud said no, in words. Only `transient` errors are worth retrying."""
+
+    def __init__(self, message: str, *, kind: ErrorKind = "transient") -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+
+    @property
+    def permanent(self) -> bool:
+        return self.kind != "transient"
+
+
+@dataclass(frozen=True)
+class AttemptRef:
+    """What a backend needs to know about one attempt."""
+
+    task_id: str
+    attempt_id: int
+    number: int
+    external_name: str
+    external_ref: str
+    spec: dict[str, Any]
+    runner_credential: str = ""
+    stop_requested: bool = False
+
+
+@dataclass(frozen=True)
+class ExternalRef:
+    ref: str
+    adopted: bool = False
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the cloud shows for one attempt. `phase` is the backend's best word for it."""
+
+    external_name: str
+    exists: bool
+    phase: Literal["pending", "running", "succeeded", "failed", "gone", "unknown"]
+    exit_code: int | None = None
+    reason: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    message: str
+
+
+class ExecutionBackend(Protocol):
+    connection: CloudConnection
+    # True when a Runner reports the program's life (local, OpenStack); False when the cloud itself does (Kubernetes).
+    uses_runner: bool
+
+    def validate(self, spec: dict[str, Any]) -> list[dict[str, str]]:
+        """Field errors for what this cloud cannot run; empty when the spec is fine."""
+
+    def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
+        """Idempotent: adopt the object named `attempt.external_name` or create it."""
+
+    def observe(self, attempts: list[AttemptRef]) -> list[Observation]:
+        """One batched read per connection."""
+
+    def stop(self, attempt: AttemptRef) -> None:
+        """Idempotent: make sure the execution no longer runs."""
+
+    def cleanup(self, attempt: AttemptRef) -> bool:
+        """Idempotent: remove what the attempt left behind; True when nothing is left."""
+
+    def health(self) -> Health: ...

@@ -1,0 +1,1 @@
+"""Persistent VM instances, snapshots and metrics arrive with the resources issue."""

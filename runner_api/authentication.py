@@ -1,0 +1,44 @@
+"""Runner credentials (`cpr_…`, one per attempt). User API tokens are refused here."""
+
+from __future__ import annotations
+
+from rest_framework import authentication, exceptions
+
+from cloudpivot.common import sha256_hex
+from tasks import credentials
+from tasks.models import Attempt
+
+
+class RunnerCredentialAuthentication(authentication.BaseAuthentication):
+    """Authenticates the attempt, not a user: request.auth is the Attempt."""
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode(errors="replace")
+        keyword, _, value = header.partition(" ")
+        value = value.strip()
+        if keyword != "Bearer" or not value:
+            raise exceptions.NotAuthenticated("A runner credential is required: Authorization: Bearer cpr_…")
+        if not value.startswith(credentials.PREFIX):
+            raise exceptions.AuthenticationFailed("User API tokens are not accepted on the Runner API.")
+        attempt = Attempt.objects.select_related("task").filter(runner_token_hash=sha256_hex(value)).first()
+        if attempt is None:
+            raise exceptions.AuthenticationFailed("Unknown runner credential.")
+        return RunnerPrincipal(attempt), attempt
+
+    def authenticate_header(self, request) -> str:
+        return "Bearer"
+
+
+class RunnerPrincipal:
+    """Stands in for request.user: a Runner is not a person and has no user permissions."""
+
+    is_authenticated = True
+    is_active = True
+    is_superuser = False
+    is_staff = False
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+
+    def __str__(self) -> str:
+        return f"runner of {self.attempt.external_name}"

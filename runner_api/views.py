@@ -1,0 +1,53 @@
+"""The Runner's endpoints: parse, call one service, answer (DESIGN §5)."""
+
+from __future__ import annotations
+
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runner_api.authentication import RunnerCredentialAuthentication
+from runner_api.serializers import EventsInputSerializer, HeartbeatInputSerializer, LogsInputSerializer
+from tasks.services import runner_reports
+from tasks.services.logs import log_append
+
+
+class RunnerView(APIView):
+    authentication_classes = [RunnerCredentialAuthentication]
+    permission_classes = [IsAuthenticated]
+    throttle_classes: list = []
+
+    def validated(self, serializer_class, request: Request) -> dict:
+        serializer = serializer_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+
+class AssignmentView(RunnerView):
+    def get(self, request: Request) -> Response:
+        return Response(runner_reports.runner_assignment(attempt=request.auth))
+
+
+class HeartbeatView(RunnerView):
+    def post(self, request: Request) -> Response:
+        data = self.validated(HeartbeatInputSerializer, request)
+        return Response(
+            runner_reports.runner_heartbeat(
+                attempt=request.auth, boot_id=data["boot_id"], pid=data["pid"], usage=data["usage"]
+            )
+        )
+
+
+class EventsView(RunnerView):
+    def post(self, request: Request) -> Response:
+        data = self.validated(EventsInputSerializer, request)
+        acked = runner_reports.runner_events_apply(attempt=request.auth, events=data["events"])
+        return Response({"acked_seq": acked})
+
+
+class LogsView(RunnerView):
+    def post(self, request: Request) -> Response:
+        data = self.validated(LogsInputSerializer, request)
+        next_offset = log_append(attempt=request.auth, stream=data["stream"], offset=data["offset"], data=data["data"])
+        return Response({"next_offset": next_offset})

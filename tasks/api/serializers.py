@@ -1,0 +1,88 @@
+"""Output shapes of the tasks API. Input goes through tasks.specs."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from tasks.models import Attempt, Task, TaskEvent
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Attempt
+        fields = [
+            "number",
+            "external_name",
+            "external_ref",
+            "state",
+            "exit_code",
+            "exit_signal",
+            "failure_reason",
+            "stop_reason",
+            "stop_requested_at",
+            "cleanup_state",
+            "runner_boot_id",
+            "last_heartbeat_at",
+            "admitted_at",
+            "cloud_created_at",
+            "runner_contact_at",
+            "program_started_at",
+            "finished_at",
+            "log_bytes",
+            "log_dropped_bytes",
+            "usage",
+        ]
+        read_only_fields = fields
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    short_id = serializers.CharField(read_only=True)
+    cloud = serializers.CharField(source="connection.cloud_id", read_only=True)
+    project = serializers.CharField(source="project.slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    spec = serializers.JSONField(source="normalized", read_only=True)
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Task
+        fields = [
+            "id",
+            "short_id",
+            "url",
+            "name",
+            "state",
+            "state_reason",
+            "state_changed_at",
+            "cloud",
+            "backend",
+            "project",
+            "owner",
+            "spec",
+            "spec_sha256",
+            "retry_limit",
+            "timeout_seconds",
+            "attempts_count",
+            "failed_attempts",
+            "exit_code",
+            "result",
+            "next_attempt_at",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "last_event_seq",
+        ]
+        read_only_fields = fields
+
+    def get_url(self, task: Task) -> str:
+        request = self.context.get("request")
+        path = f"/api/v1/tasks/{task.pk}"
+        return request.build_absolute_uri(path) if request else path
+
+
+class TaskEventSerializer(serializers.ModelSerializer):
+    time = serializers.DateTimeField(source="created_at", read_only=True)
+
+    class Meta:
+        model = TaskEvent
+        fields = ["seq", "type", "message", "data", "time"]
+        read_only_fields = fields

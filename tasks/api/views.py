@@ -1,0 +1,142 @@
+"""Tasks API: list/retrieve through the visibility selector; writes call one service each."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from cloudpivot.exceptions import InvalidSpec
+from tasks import selectors, services
+from tasks.api.parsers import YAMLParser
+from tasks.api.serializers import AttemptSerializer, TaskEventSerializer, TaskSerializer
+from tasks.filtersets import TaskFilterSet
+from tasks.models import LogStream
+
+
+class TaskCursorPagination(CursorPagination):
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 500
+
+
+class EventsQuerySerializer(serializers.Serializer):
+    after_seq = serializers.IntegerField(min_value=0, required=False, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=100)
+
+
+class LogsQuerySerializer(serializers.Serializer):
+    offset = serializers.IntegerField(min_value=0, required=False, default=0)
+    stream = serializers.ChoiceField(choices=LogStream.choices, required=False, allow_null=True, default=None)
+    attempt = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    limit = serializers.IntegerField(min_value=1, max_value=4 * 1024 * 1024, required=False, default=1024 * 1024)
+
+
+def query(serializer_class, request: Request) -> dict:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class TaskViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = TaskSerializer
+    pagination_class = TaskCursorPagination
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = TaskFilterSet
+    parser_classes = [JSONParser, YAMLParser]
+
+    def get_queryset(self):
+        return selectors.tasks_visible_to(user=self.request.user)
+
+    def get_object(self):
+        return selectors.task_get_for_user(user=self.request.user, task_id=self.kwargs["pk"])
+
+    @extend_schema(
+        request={"application/json": {"type": "object"}},
+        responses={201: TaskSerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    def create(self, request: Request) -> Response:
+        """Submit a task. The same Idempotency-Key and body return the same task; another body is a 409."""
+        size = len(request.body)
+        if size > settings.SPEC_MAX_BYTES:
+            raise InvalidSpec(
+                f"the task document is {size} bytes; at most {settings.SPEC_MAX_BYTES} are accepted",
+                errors=[{"field": "", "message": f"request body too large ({size} bytes)"}],
+            )
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > 200:
+            raise InvalidSpec(
+                "Idempotency-Key is too long",
+                errors=[{"field": "Idempotency-Key", "message": "at most 200 characters"}],
+            )
+        task, created = services.task_submit(user=request.user, document=request.data, idempotency_key=key)
+        return Response(
+            self.get_serializer(task).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            headers={"Location": f"/api/v1/tasks/{task.pk}", "Idempotent-Replayed": str(not created).lower()},
+        )
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        task = self.get_object()
+        selectors.task_check_can_act(user=request.user, task=task)
+        task = services.task_cancel(task_id=task.pk, user=request.user)
+        return Response(
+            self.get_serializer(selectors.task_get_for_user(user=request.user, task_id=task.pk)).data,
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str) -> Response:
+        task = self.get_object()
+        selectors.task_check_can_act(user=request.user, task=task)
+        task = services.task_retry(task_id=task.pk, user=request.user)
+        return Response(
+            self.get_serializer(selectors.task_get_for_user(user=request.user, task_id=task.pk)).data,
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+    @extend_schema(parameters=[EventsQuerySerializer], responses={200: TaskEventSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, pk: str) -> Response:
+        """The task's history in seq order; page with after_seq=<next_after_seq>."""
+        task = self.get_object()
+        params = query(EventsQuerySerializer, request)
+        rows = list(task.events.filter(seq__gt=params["after_seq"]).order_by("seq")[: params["limit"] + 1])
+        page, more = rows[: params["limit"]], len(rows) > params["limit"]
+        return Response(
+            {
+                "events": TaskEventSerializer(page, many=True).data,
+                "next_after_seq": page[-1].seq if page else params["after_seq"],
+                "has_more": more,
+            }
+        )
+
+    @extend_schema(parameters=[LogsQuerySerializer])
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str) -> Response:
+        """Log text from a byte offset (latest attempt, both streams unless `stream` is given)."""
+        task = self.get_object()
+        params = query(LogsQuerySerializer, request)
+        return Response(
+            services.log_read(
+                task=task,
+                attempt_number=params["attempt"],
+                stream=params["stream"],
+                offset=params["offset"],
+                limit=params["limit"],
+            )
+        )
+
+    @action(detail=True, methods=["get"])
+    def attempts(self, request: Request, pk: str) -> Response:
+        task = self.get_object()
+        return Response({"attempts": AttemptSerializer(task.attempts.order_by("number"), many=True).data})

@@ -1,0 +1,190 @@
+"""Tasks, their Attempts, the public event history and the stored log."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from cloudpivot.accounts.models import Project
+from cloudpivot.common import BaseModel
+from clusters.models import CloudConnection
+from tasks.choices import TERMINAL, AttemptState, CleanupState, StopReason, TaskState
+
+
+class Task(BaseModel):
+    """One batch task bound at submission to one connection. Only tasks.services.lifecycle writes `state`."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks")
+    connection = models.ForeignKey(CloudConnection, on_delete=models.PROTECT, related_name="tasks")
+    # Copied at submission: later edits to the connection do not change existing tasks.
+    backend = models.CharField(max_length=16, editable=False)
+    name = models.CharField(max_length=200, blank=True)
+    spec = models.JSONField(help_text="The document as submitted.")
+    spec_sha256 = models.CharField(max_length=64)
+    normalized = models.JSONField(help_text="The spec with defaults filled in: what actually runs.")
+    idempotency_key = models.CharField(max_length=200, blank=True)
+
+    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.PENDING, editable=False)
+    state_reason = models.TextField(blank=True, editable=False)
+    state_changed_at = models.DateTimeField(auto_now_add=True)
+    last_event_seq = models.PositiveIntegerField(default=0, editable=False)
+
+    retry_limit = models.PositiveSmallIntegerField(default=0)
+    timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    attempts_count = models.PositiveSmallIntegerField(default=0, editable=False)
+    failed_attempts = models.PositiveSmallIntegerField(default=0, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="First start; the timeout counts from here.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, help_text="When a RETRY_WAIT task is due.")
+    exit_code = models.IntegerField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="%(app_label)s_%(class)s_unique_idempotency_key",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["state", "created_at"], name="tasks_task_state_created"),
+            models.Index(fields=["project", "-created_at"], name="tasks_task_project_created"),
+            models.Index(fields=["owner", "-created_at"], name="tasks_task_owner_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.short_id} {self.name or ''}".strip()
+
+    @property
+    def short_id(self) -> str:
+        return self.id.hex[:8]
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL
+
+
+class Attempt(BaseModel):
+    """One execution of a task. Its external name is committed before any cloud is asked to create anything."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    external_name = models.CharField(max_length=63, unique=True)
+    external_ref = models.CharField(max_length=500, blank=True)
+    state = models.CharField(max_length=16, choices=AttemptState.choices, default=AttemptState.CREATED)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_signal = models.IntegerField(null=True, blank=True)
+    failure_reason = models.TextField(blank=True)
+
+    # Runner: credential (hash only), identity, liveness and the internal event counter.
+    credential_nonce = models.CharField(max_length=32, editable=False)
+    runner_token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    runner_boot_id = models.CharField(max_length=64, blank=True)
+    runner_pid = models.IntegerField(null=True, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    acked_seq = models.PositiveIntegerField(default=0)
+    closed_at = models.DateTimeField(null=True, blank=True, help_text="No more Runner reports are accepted.")
+    usage = models.JSONField(default=dict, blank=True)
+
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=16, choices=StopReason.choices, blank=True)
+    stop_escalated_at = models.DateTimeField(null=True, blank=True)
+    start_error = models.TextField(blank=True)
+
+    cleanup_state = models.CharField(max_length=16, choices=CleanupState.choices, default=CleanupState.NOT_NEEDED)
+    cleanup_error = models.TextField(blank=True)
+
+    # Where start-up time went: one timestamp per phase.
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    cloud_created_at = models.DateTimeField(null=True, blank=True)
+    runner_contact_at = models.DateTimeField(null=True, blank=True)
+    program_started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    log_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes stored, all streams.")
+    log_stdout_bytes = models.PositiveBigIntegerField(default=0)
+    log_stderr_bytes = models.PositiveBigIntegerField(default=0)
+    log_dropped_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes over the task's log cap.")
+
+    class Meta:
+        ordering = ["task", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "number"], name="%(app_label)s_%(class)s_unique_number"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["cleanup_state"], name="tasks_attempt_cleanup", condition=Q(cleanup_state=CleanupState.PENDING)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_name
+
+    @property
+    def is_closed(self) -> bool:
+        return self.closed_at is not None
+
+
+class TaskEvent(models.Model):
+    """The public, ordered history of a task: seq 1, 2, 3 … per task."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    message = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "seq"]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="%(app_label)s_%(class)s_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}#{self.seq} {self.type}"
+
+
+class LogStream(models.TextChoices):
+    STDOUT = "stdout", "stdout"
+    STDERR = "stderr", "stderr"
+
+
+class LogChunk(models.Model):
+    """Log bytes of one attempt and stream. `offset` counts within the stream, `position` across both streams."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="log_chunks")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="log_chunks")
+    stream = models.CharField(max_length=8, choices=LogStream.choices)
+    offset = models.PositiveBigIntegerField()
+    position = models.PositiveBigIntegerField()
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["attempt", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["attempt", "stream", "offset"], name="%(app_label)s_%(class)s_unique_offset"
+            ),
+            models.UniqueConstraint(fields=["attempt", "position"], name="%(app_label)s_%(class)s_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id} {self.stream}@{self.offset}"
+
+
+class Lease(models.Model):
+    """A named, expiring claim, so that among many workers only one runs the ticker at a time."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.CharField(max_length=128)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder} until {self.expires_at}"

@@ -1,0 +1,44 @@
+"""Reads for tasks: every path starts from what the user may see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+
+from cloudpivot.accounts.models import Membership, Role
+from cloudpivot.accounts.selectors import project_role, role_at_least
+from cloudpivot.exceptions import NotFound, PermissionDenied
+from tasks.models import Task
+
+
+def tasks_visible_to(*, user: AbstractBaseUser) -> QuerySet[Task]:
+    """Tasks of the projects the user belongs to (any role); platform staff see all."""
+    tasks = Task.objects.select_related("project", "owner", "connection")
+    if user.is_superuser:
+        return tasks
+    return tasks.filter(project__in=Membership.objects.filter(user=user).values("project"))
+
+
+def task_get_for_user(*, user: AbstractBaseUser, task_id: Any) -> Task:
+    """The task, or NotFound (also for foreign ones, so ids cannot be probed)."""
+    try:
+        return tasks_visible_to(user=user).get(pk=task_id)
+    except (Task.DoesNotExist, ValueError, TypeError, ValidationError):  # ValidationError: not a UUID
+        raise NotFound(f"task {task_id} not found") from None
+
+
+def task_check_can_act(*, user: AbstractBaseUser, task: Task) -> None:
+    """Cancel and retry: project admins on any task, submitters on their own; readers never."""
+    role = project_role(user=user, project=task.project)
+    if role_at_least(role, Role.ADMIN):
+        return
+    if role_at_least(role, Role.SUBMITTER) and task.owner_id == user.pk:
+        return
+    raise PermissionDenied(
+        f"your role in {task.project.slug} ({role}) does not allow this on another user's task"
+        if role == Role.SUBMITTER
+        else f"your role in {task.project.slug} is {role}; cancel and retry need submitter or admin"
+    )

@@ -1,0 +1,290 @@
+"""Admission, start, cancel, retry and the end of an attempt: how a task moves through a cloud."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from cloudpivot.exceptions import Conflict
+from clusters.backends import get_backend
+from clusters.backends.base import AttemptRef, BackendError
+from clusters.models import CloudConnection
+from tasks import credentials, jobs
+from tasks.choices import (
+    ACTIVE,
+    EXECUTING,
+    TERMINAL,
+    AttemptState,
+    CleanupState,
+    StopReason,
+    TaskState,
+    retry_backoff_seconds,
+)
+from tasks.models import Attempt, Task
+from tasks.services.lifecycle import event_append, task_lock, task_transition
+
+logger = logging.getLogger(__name__)
+
+
+def attempt_ref(attempt: Attempt) -> AttemptRef:
+    return AttemptRef(
+        task_id=str(attempt.task_id),
+        attempt_id=attempt.pk,
+        number=attempt.number,
+        external_name=attempt.external_name,
+        external_ref=attempt.external_ref,
+        spec=attempt.task.normalized,
+        runner_credential=credentials.runner_credential(
+            external_name=attempt.external_name, nonce=attempt.credential_nonce
+        ),
+        stop_requested=attempt.stop_requested_at is not None,
+    )
+
+
+def current_attempt(task: Task) -> Attempt | None:
+    if not task.attempts_count:
+        return None
+    return Attempt.objects.select_for_update().filter(task=task, number=task.attempts_count).first()
+
+
+# ---------------------------------------------------------------------------- admission
+def admit_all() -> int:
+    """Admit what fits on every connection that has PENDING tasks."""
+    with_pending = Task.objects.filter(state=TaskState.PENDING).values_list("connection_id", flat=True).distinct()
+    return sum(connection_admit(connection_id=pk) for pk in list(with_pending))
+
+
+def connection_admit(*, connection_id: int, limit: int = 100) -> int:
+    """Admit PENDING tasks of one connection in submission order while it has room; return how many.
+
+    The connection row lock serializes admission per connection, so two workers cannot both
+    take the last free slot.
+    """
+    with transaction.atomic():
+        connection = CloudConnection.objects.select_for_update().get(pk=connection_id)
+        if not connection.dispatch_enabled:
+            return 0
+        room = limit
+        if connection.max_active_tasks:
+            active = Task.objects.filter(connection=connection, state__in=ACTIVE - {TaskState.PENDING}).count()
+            room = min(limit, connection.max_active_tasks - active)
+        admitted = 0
+        pending = Task.objects.filter(connection=connection, state=TaskState.PENDING).order_by("created_at", "id")
+        for task in pending.select_for_update(skip_locked=True)[: max(room, 0)]:
+            attempt_create(task=task, reason="admitted")
+            admitted += 1
+        return admitted
+
+
+def attempt_create(*, task: Task, reason: str) -> Attempt:
+    """Commit the intent (the next Attempt and its external name) and move the locked task to SUBMITTING."""
+    number = task.attempts_count + 1
+    name = f"cp-{task.short_id}-{number}"
+    nonce = credentials.new_nonce()
+    attempt = Attempt.objects.create(
+        task=task,
+        number=number,
+        external_name=name,
+        credential_nonce=nonce,
+        runner_token_hash=credentials.runner_credential_hash(external_name=name, nonce=nonce),
+        admitted_at=timezone.now(),
+    )
+    task.attempts_count = number
+    task.next_attempt_at = None
+    Task.objects.filter(pk=task.pk).update(attempts_count=number, next_attempt_at=None)
+    task_transition(
+        task=task, to=TaskState.SUBMITTING, reason=f"{reason}: attempt {number} ({name})", data={"attempt": number}
+    )
+    transaction.on_commit(lambda: jobs.enqueue_start(attempt.pk))
+    return attempt
+
+
+# ---------------------------------------------------------------------------- start
+def attempt_start(*, attempt_id: int) -> str:
+    """Ask the cloud for the attempt's execution (idempotent), then record what it answered."""
+    attempt = Attempt.objects.select_related("task__connection").get(pk=attempt_id)
+    task = attempt.task
+    if task.state != TaskState.SUBMITTING or attempt.number != task.attempts_count or attempt.is_closed:
+        return f"{attempt}: nothing to start ({task.state})"
+    if attempt.stop_requested_at:
+        with transaction.atomic():
+            task, attempt = lock_task_and_attempt(attempt)
+            if task.state == TaskState.SUBMITTING and not attempt.external_ref:
+                attempt_close(
+                    task=task, attempt=attempt, outcome=stopped_state(attempt), reason="stopped before it was started"
+                )
+        return f"{attempt}: stopped before start"
+    try:
+        ref = get_backend(task.connection).ensure_started(attempt_ref(attempt))
+    except BackendError as exc:
+        return _start_failed(attempt, exc)
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if not attempt.external_ref:
+            attempt.external_ref = ref.ref
+            attempt.cloud_created_at = timezone.now()
+            attempt.start_error = ""
+            if attempt.state == AttemptState.CREATED:
+                attempt.state = AttemptState.STARTING
+            attempt.save(update_fields=["external_ref", "cloud_created_at", "start_error", "state", "updated_at"])
+        if task.state == TaskState.SUBMITTING and attempt.number == task.attempts_count:
+            verb = "adopted" if ref.adopted else "created"
+            task_transition(
+                task=task,
+                to=TaskState.STARTING,
+                reason=f"{verb} {attempt.external_name}",
+                data={"attempt": attempt.number, "external_ref": ref.ref},
+            )
+    return f"{attempt}: started"
+
+
+def _start_failed(attempt: Attempt, exc: BackendError) -> str:
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if exc.permanent and task.state == TaskState.SUBMITTING:
+            attempt.failure_reason = exc.message
+            attempt_close(
+                task=task,
+                attempt=attempt,
+                outcome=TaskState.FAILED,
+                reason=f"the cloud refused the task ({exc.kind}): {exc.message}",
+            )
+        else:
+            attempt.start_error = exc.message
+            attempt.save(update_fields=["start_error", "updated_at"])
+            event_append(
+                task=task,
+                type="start_error",
+                message=f"start failed, will retry: {exc.message}",
+                data={"attempt": attempt.number, "kind": exc.kind},
+            )
+    return f"{attempt}: start failed: {exc.message}"
+
+
+def lock_task_and_attempt(attempt: Attempt) -> tuple[Task, Attempt]:
+    task = task_lock(attempt.task_id)
+    return task, Attempt.objects.select_for_update().get(pk=attempt.pk)
+
+
+# ---------------------------------------------------------------------------- the end of an attempt
+def attempt_close(
+    *, task: Task, attempt: Attempt, outcome: str, reason: str, data: dict[str, Any] | None = None
+) -> None:
+    """Close a locked attempt and move its locked task to `outcome` (or to RETRY_WAIT when retries are left)."""
+    now = timezone.now()
+    attempt.closed_at = now
+    attempt.finished_at = attempt.finished_at or now
+    if attempt.state != AttemptState.LOST:
+        attempt.state = AttemptState.FINISHED
+    attempt.cleanup_state = CleanupState.PENDING
+    attempt.save()
+    Task.objects.filter(pk=task.pk).update(exit_code=attempt.exit_code)
+    task.exit_code = attempt.exit_code
+    extra = {"attempt": attempt.number, "exit_code": attempt.exit_code, **(data or {})}
+    if outcome == TaskState.FAILED:
+        task.failed_attempts += 1
+        Task.objects.filter(pk=task.pk).update(failed_attempts=task.failed_attempts)
+        if task.failed_attempts <= task.retry_limit:
+            delay = retry_backoff_seconds(task.failed_attempts)
+            task.next_attempt_at = now + dt.timedelta(seconds=delay)
+            Task.objects.filter(pk=task.pk).update(next_attempt_at=task.next_attempt_at)
+            retries_left = task.retry_limit - task.failed_attempts
+            task_transition(
+                task=task,
+                to=TaskState.RETRY_WAIT,
+                reason=f"{reason}; retrying in {delay} s ({retries_left} more retries allowed after that)"
+                if retries_left
+                else f"{reason}; retrying in {delay} s (last retry)",
+                data=extra | {"retry_in_seconds": delay},
+            )
+            _enqueue_cleanup(attempt)
+            return
+    if task.state != outcome:
+        task_transition(task=task, to=outcome, reason=reason, data=extra)
+    _enqueue_cleanup(attempt)
+
+
+def _enqueue_cleanup(attempt: Attempt) -> None:
+    attempt_id = attempt.pk
+    transaction.on_commit(lambda: jobs.enqueue_cleanup(attempt_id))
+
+
+def stopped_state(attempt: Attempt) -> str:
+    return TaskState.TIMED_OUT if attempt.stop_reason == StopReason.TIMEOUT else TaskState.CANCELLED
+
+
+def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: str) -> None:
+    """Record the stop intent on a locked attempt; the Runner sees it at its next heartbeat."""
+    if attempt.stop_requested_at is None:
+        attempt.stop_requested_at = timezone.now()
+        attempt.stop_reason = reason
+        attempt.save(update_fields=["stop_requested_at", "stop_reason", "updated_at"])
+        event_append(task=task, type="stop_requested", message=message, data={"attempt": attempt.number})
+
+
+# ---------------------------------------------------------------------------- user actions
+def task_cancel(*, task_id: Any, user: AbstractBaseUser) -> Task:
+    """Cancel: a waiting task ends at once; an executing one is stopped first (CANCELLING). Idempotent."""
+    with transaction.atomic():
+        task = task_lock(task_id)
+        if task.state in TERMINAL:
+            raise Conflict(f"the task already ended ({task.state}); nothing to cancel", code="task_finished")
+        if task.state == TaskState.CANCELLING:
+            return task
+        if task.state in (TaskState.PENDING, TaskState.RETRY_WAIT):
+            task_transition(task=task, to=TaskState.CANCELLED, reason=f"cancelled by {user}")
+            return task
+        attempt = current_attempt(task)
+        attempt_request_stop(
+            task=task, attempt=attempt, reason=StopReason.CANCEL, message=f"cancel requested by {user}"
+        )
+        task_transition(task=task, to=TaskState.CANCELLING, reason=f"cancelled by {user}; stopping {attempt}")
+    return task
+
+
+def task_retry(*, task_id: Any, user: AbstractBaseUser) -> Task:
+    """An explicit retry: a finished or UNKNOWN task runs again as a new Attempt, with a fresh retry budget."""
+    with transaction.atomic():
+        task = task_lock(task_id)
+        if task.state not in TERMINAL | {TaskState.UNKNOWN}:
+            raise Conflict(
+                f"only a finished or UNKNOWN task can be retried; this one is {task.state}", code="task_not_finished"
+            )
+        if task.state == TaskState.UNKNOWN:
+            attempt = current_attempt(task)
+            if attempt and not attempt.is_closed:
+                attempt_request_stop(
+                    task=task,
+                    attempt=attempt,
+                    reason=StopReason.CANCEL,
+                    message=f"{user} asked to retry; the uncertain attempt is stopped",
+                )
+                attempt.closed_at = timezone.now()
+                attempt.cleanup_state = CleanupState.PENDING
+                attempt.save(update_fields=["closed_at", "cleanup_state", "updated_at"])
+                attempt_ref_id = attempt.pk
+                transaction.on_commit(lambda: jobs.enqueue_stop(attempt_ref_id))
+        Task.objects.filter(pk=task.pk).update(failed_attempts=0, started_at=None, next_attempt_at=None, result=None)
+        task.failed_attempts, task.started_at, task.result = 0, None, None
+        if task.state == TaskState.UNKNOWN:
+            task.next_attempt_at = timezone.now()
+            Task.objects.filter(pk=task.pk).update(next_attempt_at=task.next_attempt_at)
+            task_transition(task=task, to=TaskState.RETRY_WAIT, reason=f"retry requested by {user}")
+        else:
+            task_transition(task=task, to=TaskState.PENDING, reason=f"retry requested by {user}")
+            transaction.on_commit(jobs.enqueue_admission)
+    return task
+
+
+def executing_attempts(connection: CloudConnection) -> list[Attempt]:
+    """Open attempts of tasks that may be executing on this connection."""
+    return list(
+        Attempt.objects.select_related("task")
+        .filter(task__connection=connection, task__state__in=EXECUTING, closed_at__isnull=True)
+        .exclude(external_ref="")
+    )

@@ -1,0 +1,66 @@
+"""The one writer of Task.state: transitions and the public event history (DESIGN §3)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from cloudpivot import realtime
+from cloudpivot.exceptions import InvalidTransition, NotFound
+from tasks.choices import TERMINAL, TRANSITIONS, TaskState
+from tasks.models import Task, TaskEvent
+
+logger = logging.getLogger(__name__)
+
+
+def task_lock(task_id: Any) -> Task:
+    """Lock the task row for the rest of the transaction (on SQLite the IMMEDIATE transaction already serializes)."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("task_lock() must run inside transaction.atomic()")
+    try:
+        return Task.objects.select_for_update().get(pk=task_id)
+    except Task.DoesNotExist:
+        raise NotFound(f"task {task_id} not found") from None
+
+
+def event_append(*, task: Task, type: str, message: str = "", data: dict[str, Any] | None = None) -> TaskEvent:
+    """Append one public event with the next per-task seq. The task must be locked by the caller."""
+    task.last_event_seq += 1
+    Task.objects.filter(pk=task.pk).update(last_event_seq=task.last_event_seq)
+    event = TaskEvent.objects.create(task=task, seq=task.last_event_seq, type=type, message=message, data=data or {})
+    seq, task_id, owner_id = event.seq, task.pk, task.owner_id
+    transaction.on_commit(lambda: realtime.ring(task_id=task_id, owner_id=owner_id, seq=seq))
+    return event
+
+
+def task_transition(*, task: Task, to: str, reason: str = "", data: dict[str, Any] | None = None) -> Task:
+    """Move a locked task to `to` if the state machine allows it, with its event, in the caller's transaction."""
+    if to not in TRANSITIONS.get(task.state, ()):
+        raise InvalidTransition(f"a {task.state} task cannot become {to}")
+    now = timezone.now()
+    previous = task.state
+    task.state = to
+    task.state_reason = reason
+    task.state_changed_at = now
+    fields = ["state", "state_reason", "state_changed_at"]
+    if to == TaskState.RUNNING and task.started_at is None:
+        task.started_at = now
+        fields.append("started_at")
+    if to in TERMINAL:
+        task.finished_at = now
+        fields.append("finished_at")
+    elif task.finished_at is not None:
+        task.finished_at = None
+        fields.append("finished_at")
+    Task.objects.filter(pk=task.pk).update(**{name: getattr(task, name) for name in fields}, updated_at=now)
+    event_append(
+        task=task,
+        type="state",
+        message=reason or f"{previous} → {to}",
+        data={"from": previous, "to": to, **(data or {})},
+    )
+    logger.info("task %s: %s → %s %s", task.short_id, previous, to, reason)
+    return task

@@ -1,0 +1,198 @@
+"""One reconcile pass: level-triggered, idempotent, safe to run twice at once.
+
+Each step claims its rows (row locks with skip_locked on PostgreSQL; SQLite's IMMEDIATE
+transactions serialize writers), so any number of workers may run passes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.backends import get_backend
+from clusters.backends.base import BackendError
+from clusters.models import CloudConnection
+from tasks.choices import CleanupState, StopReason, TaskState
+from tasks.models import Attempt, Task
+from tasks.services.execution import (
+    admit_all,
+    attempt_close,
+    attempt_create,
+    attempt_ref,
+    attempt_request_stop,
+    attempt_start,
+    executing_attempts,
+    lock_task_and_attempt,
+    stopped_state,
+)
+
+logger = logging.getLogger(__name__)
+# A SUBMITTING attempt whose start job has not recorded anything for this long is started again.
+START_RETRY_SECONDS = 5
+
+
+def reconcile_pass() -> dict[str, int]:
+    """Run every step once; return what each did (for logs and the django-q2 result)."""
+    done = {
+        "admitted": admit_all(),
+        "retried": retries_due(),
+        "restarted": starts_stalled(),
+        "timed_out": timeouts_due(),
+        "observed": observe_all(),
+        "cleaned": cleanups_pending(),
+    }
+    return {key: value for key, value in done.items() if value}
+
+
+def retries_due(now: dt.datetime | None = None) -> int:
+    """RETRY_WAIT tasks whose persisted backoff has passed get their next Attempt."""
+    now = now or timezone.now()
+    count = 0
+    for task_id in Task.objects.filter(state=TaskState.RETRY_WAIT, next_attempt_at__lte=now).values_list(
+        "pk", flat=True
+    ):
+        with transaction.atomic():
+            task = (
+                Task.objects.select_for_update(skip_locked=True).filter(pk=task_id, state=TaskState.RETRY_WAIT).first()
+            )
+            if task is not None:
+                attempt_create(task=task, reason=f"retry {task.failed_attempts} of {task.retry_limit}")
+                count += 1
+    return count
+
+
+def starts_stalled() -> int:
+    """Start jobs lost with a crashed worker: ensure_started is idempotent, so asking again is safe."""
+    cutoff = timezone.now() - dt.timedelta(seconds=START_RETRY_SECONDS)
+    stalled = Attempt.objects.filter(
+        task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True, updated_at__lt=cutoff
+    ).values_list("pk", flat=True)
+    for attempt_id in stalled:
+        Attempt.objects.filter(pk=attempt_id).update(updated_at=timezone.now())
+        attempt_start(attempt_id=attempt_id)
+    return len(stalled)
+
+
+def timeouts_due(now: dt.datetime | None = None) -> int:
+    """Running tasks past their total wall time are stopped; the Runner's report then ends them TIMED_OUT."""
+    now = now or timezone.now()
+    count = 0
+    candidates = Task.objects.filter(state=TaskState.RUNNING, timeout_seconds__isnull=False, started_at__isnull=False)
+    for task_id, started_at, timeout in candidates.values_list("pk", "started_at", "timeout_seconds"):
+        if started_at + dt.timedelta(seconds=timeout) > now:
+            continue
+        with transaction.atomic():
+            task = Task.objects.select_for_update(skip_locked=True).filter(pk=task_id, state=TaskState.RUNNING).first()
+            attempt = (
+                task
+                and Attempt.objects.select_for_update()
+                .filter(task=task, number=task.attempts_count, stop_requested_at__isnull=True)
+                .first()
+            )
+            if attempt is not None:
+                attempt_request_stop(
+                    task=task,
+                    attempt=attempt,
+                    reason=StopReason.TIMEOUT,
+                    message=f"timeout of {timeout} s reached; stopping {attempt}",
+                )
+                count += 1
+    return count
+
+
+def observe_all() -> int:
+    """One batched observation per connection; act on what contradicts the database."""
+    count = 0
+    for connection in CloudConnection.objects.filter(
+        tasks__state__in=[
+            TaskState.STARTING,
+            TaskState.RUNNING,
+            TaskState.CANCELLING,
+            TaskState.SUBMITTING,
+        ]
+    ).distinct():
+        attempts = executing_attempts(connection)
+        if not attempts:
+            continue
+        backend = get_backend(connection)
+        try:
+            observations = backend.observe([attempt_ref(a) for a in attempts])
+        except BackendError as exc:
+            logger.warning("observing %s failed: %s", connection.cloud_id, exc.message)
+            continue
+        for attempt, observation in zip(attempts, observations, strict=True):
+            count += _act_on(backend, attempt, observation)
+    return count
+
+
+def _act_on(backend: Any, attempt: Attempt, observation: Any) -> int:
+    """For Runner backends the Runner's reports are the truth; the cloud's view only covers a Runner gone silent."""
+    now = timezone.now()
+    if (
+        attempt.stop_requested_at
+        and not attempt.stop_escalated_at
+        and now - attempt.stop_requested_at > dt.timedelta(seconds=settings.STOP_WINDOW_SECONDS)
+    ):
+        backend.stop(attempt_ref(attempt))
+        Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
+        return 1
+    if observation.phase != "gone":
+        return 0
+    last_sign = attempt.last_heartbeat_at or attempt.runner_contact_at or attempt.cloud_created_at or attempt.created_at
+    silent_for = (now - last_sign).total_seconds()
+    if attempt.stop_requested_at and attempt.stop_escalated_at:
+        return _finish_gone(attempt, "stopped by force after the Runner did not stop the program in time")
+    if silent_for > settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS:
+        return _finish_gone(
+            attempt, f"the Runner went silent {int(silent_for)} s ago and is not running ({observation.reason})"
+        )
+    if silent_for > 3 * settings.RUNNER_HEARTBEAT_SECONDS:
+        # The Runner died but the attempt is open: a new Runner re-attaches to the program or reports it lost.
+        backend.ensure_started(attempt_ref(attempt))
+        return 1
+    return 0
+
+
+def _finish_gone(attempt: Attempt, why: str) -> int:
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if attempt.is_closed:
+            return 0
+        if attempt.stop_requested_at:
+            attempt_close(task=task, attempt=attempt, outcome=stopped_state(attempt), reason=why)
+        else:
+            attempt.failure_reason = why
+            attempt_close(
+                task=task,
+                attempt=attempt,
+                outcome=TaskState.UNKNOWN,
+                reason=f"{why}; retry it if it is safe to run again",
+                data={"evidence": why},
+            )
+    return 1
+
+
+def cleanups_pending(limit: int = 100) -> int:
+    """Remove what closed attempts left in their cloud; retried every pass until done."""
+    count = 0
+    pending = Attempt.objects.select_related("task__connection").filter(cleanup_state=CleanupState.PENDING)[:limit]
+    for attempt in pending:
+        if attempt_cleanup(attempt):
+            count += 1
+    return count
+
+
+def attempt_cleanup(attempt: Attempt) -> bool:
+    try:
+        done = get_backend(attempt.task.connection).cleanup(attempt_ref(attempt))
+    except BackendError as exc:
+        Attempt.objects.filter(pk=attempt.pk).update(cleanup_error=exc.message)
+        return False
+    if done:
+        Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.DONE, cleanup_error="")
+    return done

@@ -1,0 +1,166 @@
+"""What Runners report: heartbeats, ordered events and log bytes (DESIGN §5).
+
+Every report is applied under the task and attempt row locks, so reports racing each
+other, or racing a cancel or the reconciler, are applied one at a time and in order.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from cloudpivot.exceptions import Conflict
+from tasks.choices import AttemptState, TaskState
+from tasks.models import Attempt, Task
+from tasks.services.execution import attempt_close, lock_task_and_attempt, stopped_state
+from tasks.services.lifecycle import event_append, task_transition
+
+EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
+
+
+def _refuse_if_closed(attempt: Attempt) -> None:
+    if attempt.is_closed or attempt.number != attempt.task.attempts_count:
+        raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
+
+
+def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
+    """What the Runner should run; it also tells a restarted Runner where the server stands."""
+    _refuse_if_closed(attempt)
+    _mark_contact(attempt)
+    spec = attempt.task.normalized
+    from django.conf import settings
+
+    return {
+        "task_id": str(attempt.task_id),
+        "attempt": attempt.external_name,
+        "attempt_number": attempt.number,
+        "argv": spec["command"],
+        "env": spec.get("env") or {},
+        "workdir": spec.get("workdir"),
+        "timeout_seconds": attempt.task.timeout_seconds,
+        "heartbeat_interval": settings.RUNNER_HEARTBEAT_SECONDS,
+        "stop_grace_seconds": settings.STOP_GRACE_SECONDS,
+        "stop_requested": attempt.stop_requested_at is not None,
+        "acked_seq": attempt.acked_seq,
+        "log_offsets": {"stdout": attempt.log_stdout_bytes, "stderr": attempt.log_stderr_bytes},
+    }
+
+
+def _mark_contact(attempt: Attempt) -> None:
+    if attempt.runner_contact_at is None:
+        now = timezone.now()
+        Attempt.objects.filter(pk=attempt.pk, runner_contact_at__isnull=True).update(runner_contact_at=now)
+        attempt.runner_contact_at = now
+
+
+def runner_heartbeat(*, attempt: Attempt, boot_id: str, pid: int | None, usage: dict[str, Any]) -> dict[str, Any]:
+    _refuse_if_closed(attempt)
+    now = timezone.now()
+    Attempt.objects.filter(pk=attempt.pk).update(
+        last_heartbeat_at=now,
+        runner_boot_id=boot_id[:64],
+        runner_pid=pid,
+        usage=usage or {},
+    )
+    _mark_contact(attempt)
+    attempt.refresh_from_db(fields=["stop_requested_at", "acked_seq"])
+    return {"stop_requested": attempt.stop_requested_at is not None, "acked_seq": attempt.acked_seq}
+
+
+def runner_events_apply(*, attempt: Attempt, events: list[dict[str, Any]]) -> int:
+    """Apply the next contiguous events in seq order, atomically; return the highest contiguous acked seq."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        attempt.task = task
+        by_seq = {event["seq"]: event for event in events}
+        fresh = [seq for seq in by_seq if seq > attempt.acked_seq]
+        if fresh:
+            _refuse_if_closed(attempt)
+        _mark_contact(attempt)
+        while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
+            _apply(task, attempt, by_seq[attempt.acked_seq + 1])
+            attempt.acked_seq += 1
+        Attempt.objects.filter(pk=attempt.pk).update(acked_seq=attempt.acked_seq)
+        return attempt.acked_seq
+
+
+def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
+    kind, data = event["type"], event.get("data") or {}
+    when = parse_datetime(event.get("time") or "") or timezone.now()
+    if kind == "started":
+        attempt.state = AttemptState.RUNNING
+        attempt.program_started_at = when
+        attempt.save(update_fields=["state", "program_started_at", "updated_at"])
+        if task.state in (TaskState.SUBMITTING, TaskState.STARTING, TaskState.UNKNOWN):
+            task_transition(
+                task=task,
+                to=TaskState.RUNNING,
+                reason=f"the program started (pid {data.get('pid')})",
+                data={"attempt": attempt.number},
+            )
+    elif kind == "progress":
+        event_append(
+            task=task,
+            type="progress",
+            message=str(data.get("message", ""))[:2000],
+            data={"attempt": attempt.number, "fraction": data.get("fraction")},
+        )
+    elif kind == "result":
+        task.result = {"summary": data.get("summary"), "refs": data.get("refs") or []}
+        Task.objects.filter(pk=task.pk).update(result=task.result)
+        event_append(
+            task=task, type="result", message="the program reported a result", data={"attempt": attempt.number}
+        )
+    elif kind == "exited":
+        _apply_exited(task, attempt, data, when)
+    elif kind == "lost":
+        _apply_lost(task, attempt, str(data.get("reason") or "the Runner lost track of the program"))
+
+
+def _apply_exited(task: Task, attempt: Attempt, data: dict[str, Any], when: Any) -> None:
+    attempt.exit_code = data.get("exit_code")
+    attempt.exit_signal = data.get("signal")
+    attempt.finished_at = when
+    how = data.get("reason") or _describe_exit(attempt.exit_code, attempt.exit_signal)
+    if attempt.stop_requested_at is not None:
+        outcome = stopped_state(attempt)
+        why = f"timeout of {task.timeout_seconds} s reached" if outcome == TaskState.TIMED_OUT else "cancelled"
+        reason = f"{why}; {how}"
+    elif attempt.exit_code == 0:
+        outcome, reason = TaskState.SUCCEEDED, how
+    else:
+        outcome, reason = TaskState.FAILED, how
+        attempt.failure_reason = how
+    attempt_close(task=task, attempt=attempt, outcome=outcome, reason=reason, data={"signal": attempt.exit_signal})
+
+
+def _apply_lost(task: Task, attempt: Attempt, why: str) -> None:
+    """The Runner cannot tell how the program ended: never a silent re-run, the task becomes UNKNOWN."""
+    attempt.state = AttemptState.LOST
+    attempt.failure_reason = why
+    if attempt.stop_requested_at is not None:
+        attempt_close(task=task, attempt=attempt, outcome=stopped_state(attempt), reason=f"stopped; {why}")
+        return
+    attempt_close(
+        task=task,
+        attempt=attempt,
+        outcome=TaskState.UNKNOWN,
+        reason=f"the execution was lost: {why}; retry it if it is safe to run again",
+        data={"evidence": why},
+    )
+
+
+def _describe_exit(code: int | None, sig: int | None) -> str:
+    if sig:
+        try:
+            name = signals.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"killed by {name}"
+    if code is None:
+        return "ended without an exit code"
+    return f"exited with code {code}"
