@@ -2,7 +2,9 @@
 
 Dispatch is prompt: a submit enqueues admission, admission enqueues the start. The
 ticker job is the safety net and the clock: it holds a lease and runs a reconcile pass
-about every half second for a minute, and the minute schedule starts the next one.
+about every half second for a minute, then enqueues its successor. A ticker is also
+enqueued whenever a worker process starts, and the minute schedule restarts the chain if
+it ever breaks; extra tickers find the lease held and end.
 """
 
 from __future__ import annotations
@@ -21,7 +23,20 @@ from django_q.tasks import async_task
 
 logger = logging.getLogger(__name__)
 TICK_INTERVAL_SECONDS = 0.5
-LEASE_SECONDS = 10
+# Short, and renewed every pass: a ticker killed with its worker blocks the next one only this long.
+LEASE_SECONDS = 5
+
+
+def enqueue_tick() -> None:
+    async_task("tasks.jobs.tick", task_name="ticker", q_options={"group": "ticker"})
+
+
+def tick_on_worker_spawn(**signal_kwargs) -> None:
+    """django-q2's post_spawn receiver. In sync mode (tests) jobs run inline, where this would recurse."""
+    from django_q.conf import Conf
+
+    if not Conf.SYNC:
+        enqueue_tick()
 
 
 def enqueue_admission() -> None:
@@ -76,7 +91,10 @@ def tick(seconds: float | None = None) -> str:
 
     holder = f"{socket.gethostname()}:{os.getpid()}:{time.monotonic_ns()}"
     if not lease_acquire("ticker", holder):
-        return "another ticker holds the lease"
+        # A live ticker renews its lease every pass; one that died lets it expire. Look once more after that.
+        time.sleep(LEASE_SECONDS + TICK_INTERVAL_SECONDS)
+        if not lease_acquire("ticker", holder):
+            return "another ticker holds the lease"
     deadline = time.monotonic() + (seconds if seconds is not None else settings.TICKER_SECONDS)
     passes = 0
     try:
@@ -90,6 +108,8 @@ def tick(seconds: float | None = None) -> str:
             time.sleep(TICK_INTERVAL_SECONDS)
     finally:
         lease_release("ticker", holder)
+    if seconds is None:
+        enqueue_tick()
     return f"{passes} passes"
 
 

@@ -15,4 +15,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 # A queue name of its own per test run, so a Redis shared with other runs never mixes their jobs.
 Q_CLUSTER["name"] = os.environ.get("CLOUDPIVOT_QUEUE_NAME", f"cloudpivot-test-{os.getpid()}")
+# Serve static files straight from the app directories: tests do not run collectstatic.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
 LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -1,0 +1,40 @@
+# Thin aliases; CI runs the same targets (.ci/run).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: run test lint check fmt bench clean
+
+$(VENV)/.base-installed: requirements/base.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements/base.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements/dev.txt $(VENV)/.base-installed
+	$(PY) -m pip install -q -r requirements/dev.txt
+	touch $@
+
+## run: install, migrate, create the demo data, start Daphne + qcluster on 127.0.0.1:$(PORT)
+run: $(VENV)/.base-installed
+	PORT=$(PORT) $(PY) manage.py serve --bootstrap
+
+## test: install what the tests need, lint, check migrations, run the suite
+test: $(VENV)/.dev-installed lint check
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+check: $(VENV)/.dev-installed
+	DJANGO_SETTINGS_MODULE=cloudpivot.settings.test $(PY) manage.py check
+	DJANGO_SETTINGS_MODULE=cloudpivot.settings.test $(PY) manage.py makemigrations --check --dry-run
+
+fmt: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) var

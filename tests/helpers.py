@@ -1,0 +1,155 @@
+"""Helpers shared by the tests: polling with a deadline, servers on loopback, process checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+BASE_DIR = Path(settings.BASE_DIR)
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
+    """Poll until `predicate()` is truthy; fail with `what` when the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def database_url() -> str:
+    """The URL of the test database (as pytest-django created it), for server subprocesses."""
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def server_environment(*, port: int, runs_dir: Path) -> dict[str, str]:
+    """What a Daphne or qcluster subprocess needs to share this test run's database, queue and secrets."""
+    env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE",)}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base",
+            "DATABASE_URL": database_url(),
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+            "CLOUDPIVOT_VAR_DIR": str(settings.VAR_DIR),
+            "CLOUDPIVOT_RUNS_DIR": str(runs_dir),
+            "CLOUDPIVOT_QUEUE_NAME": settings.Q_CLUSTER["name"],
+            "CLOUDPIVOT_RUNNER_SERVER_URL": f"http://127.0.0.1:{port}",
+            "CLOUDPIVOT_LOG_LEVEL": "WARNING",
+            "PORT": str(port),
+        }
+    )
+    if settings.REDIS_URL:
+        env["REDIS_URL"] = settings.REDIS_URL
+    return env
+
+
+def start_daphne(*, port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "cloudpivot.asgi:application"],
+        env=env,
+        cwd=BASE_DIR,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    wait_for(
+        lambda: _answers(f"http://127.0.0.1:{port}/healthz") or process.poll() is not None,
+        timeout=30,
+        what="Daphne to answer",
+    )
+    assert process.poll() is None, f"Daphne exited: {log.read_text()[-2000:]}"
+    return process
+
+
+def start_qcluster(*, env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        env=env,
+        cwd=BASE_DIR,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_process_group(process: subprocess.Popen, *, sig: int = 15, timeout: float = 15) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, sig)
+        process.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(process.pid, 9)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=5)
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1).read()
+        return True
+    except OSError:
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def process_group_alive(pgid: int) -> bool:
+    """True while any live (non-zombie) process is in the group."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def api_call(base_url: str, method: str, path: str, token: str, body: dict | None = None) -> Any:
+    """One real HTTP request to a CloudPivot server, as a business system makes it."""
+    request = urllib.request.Request(
+        base_url + path,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())

@@ -1,0 +1,127 @@
+"""Tasks on the `local` cloud, end to end: real Runner processes reporting to a real Daphne.
+
+The test plays the worker: it runs reconcile passes (admission, retries, timeouts,
+observation, cleanup) the way the ticker job does, and enqueued jobs run inline.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tasks.models import Attempt, Task
+from tasks.services import reconcile_pass, task_cancel
+from tests import helpers
+from tests.conftest import hello_spec
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def drive(task: Task, *, until: set[str], timeout: float = 30) -> Task:
+    """Run reconcile passes until the task reaches one of `until`."""
+
+    def reached():
+        reconcile_pass()
+        task.refresh_from_db()
+        return task.state in until
+
+    helpers.wait_for(reached, timeout=timeout, interval=0.1, what=f"task to reach {until} (is {task.state})")
+    return task
+
+
+def test_a_command_runs_and_its_log_and_exit_code_are_kept(live, world):
+    program = "import sys, time; print('hello'); sys.stdout.flush(); time.sleep(2); print('bye')"
+    created = helpers.api_call(
+        live.url, "POST", "/api/v1/tasks", world.tokens["bob"], hello_spec(command=["python3", "-c", program])
+    )
+    task = drive(Task.objects.get(pk=created["id"]), until={"SUCCEEDED", "FAILED", "UNKNOWN"})
+    assert task.state == "SUCCEEDED", task.state_reason
+    path = f"/api/v1/tasks/{task.pk}"
+    assert helpers.api_call(live.url, "GET", f"{path}/logs", world.tokens["bob"])["data"] == "hello\nbye\n"
+    states = [
+        e["data"]["to"]
+        for e in helpers.api_call(live.url, "GET", f"{path}/events", world.tokens["bob"])["events"]
+        if e["type"] == "state"
+    ]
+    assert states == ["SUBMITTING", "STARTING", "RUNNING", "SUCCEEDED"]
+    attempt = helpers.api_call(live.url, "GET", f"{path}/attempts", world.tokens["bob"])["attempts"][0]
+    assert attempt["exit_code"] == 0 and attempt["external_name"] == f"cp-{task.short_id}-1"
+    for phase in ("admitted_at", "cloud_created_at", "runner_contact_at", "program_started_at", "finished_at"):
+        assert attempt[phase], phase
+    # The attempt's cloud objects are cleaned up once the Runner is gone.
+    helpers.wait_for(
+        lambda: reconcile_pass() is not None and Attempt.objects.get(task=task).cleanup_state == "done", what="cleanup"
+    )
+    assert not (world.runs_dir / attempt["external_name"]).exists()
+
+
+def test_a_failing_command_is_retried_with_backoff_then_fails(live, world):
+    task, _ = _submit(world, command=["python3", "-c", "import sys; print('try'); sys.exit(3)"], retry_limit=2)
+    task = drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"}, timeout=40)
+    assert task.state == "FAILED" and task.exit_code == 3
+    attempts = list(task.attempts.order_by("number"))
+    assert [a.exit_code for a in attempts] == [3, 3, 3]
+    gaps = [(b.admitted_at - a.finished_at).total_seconds() for a, b in zip(attempts, attempts[1:], strict=False)]
+    assert 0.9 <= gaps[0] < 3 and 1.9 <= gaps[1] < 4, gaps
+    assert "exited with code 3" in task.state_reason
+
+
+def test_cancel_stops_a_running_program_and_its_process_group(live, world):
+    task, _ = _submit(world, command=["sleep", "600"])
+    task = drive(task, until={"RUNNING"})
+    shim_pid = _shim_pid(world, task)
+    started = time.monotonic()
+    task_cancel(task_id=task.pk, user=world.bob)
+    task = drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=10)
+    assert task.state == "CANCELLED"
+    assert time.monotonic() - started < 5
+    helpers.wait_for(lambda: not helpers.process_group_alive(shim_pid), timeout=5, what="the process group to end")
+
+
+def test_a_timeout_stops_the_program_and_ends_timed_out(live, world):
+    task, _ = _submit(world, command=["sleep", "600"], timeout_seconds=2)
+    task = drive(task, until={"TIMED_OUT", "FAILED", "CANCELLED", "UNKNOWN"}, timeout=15)
+    assert task.state == "TIMED_OUT", task.state_reason
+    assert "timeout of 2 s" in task.state_reason
+    attempt = task.attempts.get()
+    assert (attempt.finished_at - attempt.program_started_at).total_seconds() < 6
+
+
+def test_a_program_that_ignores_sigterm_is_killed_after_the_grace_period(live, world):
+    program = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"
+    )
+    task, _ = _submit(world, command=["python3", "-c", program])
+    task = drive(task, until={"RUNNING"})
+    helpers.wait_for(lambda: "up" in _log(task), what="the program to be up")
+    task_cancel(task_id=task.pk, user=world.bob)
+    task = drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=15)
+    assert task.state == "CANCELLED"
+    assert task.attempts.get().exit_signal == 9
+
+
+def test_a_missing_program_fails_with_a_clear_reason(live, world):
+    task, _ = _submit(world, command=["no-such-program-xyz"])
+    task = drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"})
+    assert task.state == "FAILED"
+    assert "no-such-program-xyz" in (task.state_reason + _log(task))
+
+
+def _submit(world, **spec):
+    from tasks.services.submission import task_submit
+
+    return task_submit(user=world.bob, document=hello_spec(**spec))
+
+
+def _log(task: Task) -> str:
+    from tasks.services.logs import log_read
+
+    return log_read(task=task)["data"]
+
+
+def _shim_pid(world, task: Task) -> int:
+    state = world.runs_dir / task.attempts.get().external_name / "state.json"
+    data = helpers.wait_for(lambda: state.exists() and json.loads(state.read_text()), what="runner state")
+    return next(int(v) for k, v in data.items() if k.endswith("pid") and v)

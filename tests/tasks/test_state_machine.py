@@ -1,0 +1,73 @@
+"""The transition table itself and the one function that applies it."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.db import transaction
+
+from cloudpivot.exceptions import InvalidTransition
+from tasks.choices import TERMINAL, TRANSITIONS, TaskState
+from tasks.models import Task
+from tasks.services.lifecycle import task_lock, task_transition
+from tasks.services.submission import task_submit
+from tests.conftest import hello_spec
+
+S = TaskState
+
+
+def test_it_declares_all_eleven_states():
+    assert len(TaskState) == 11
+    assert set(TRANSITIONS) == set(TaskState)
+
+
+def test_terminal_states_only_lead_back_to_pending_by_explicit_retry():
+    for state in TERMINAL:
+        assert TRANSITIONS[state] == {S.PENDING}
+
+
+@pytest.mark.parametrize(("source", "target"), list(itertools.product(TaskState, TaskState)))
+def test_it_allows_exactly_the_declared_transitions(world, source, target):
+    task, _ = task_submit(user=world.alice, document=hello_spec())
+    Task.objects.filter(pk=task.pk).update(state=source)
+    with transaction.atomic():
+        locked = task_lock(task.pk)
+        if target in TRANSITIONS[source]:
+            task_transition(task=locked, to=target, reason="test")
+        else:
+            with pytest.raises(InvalidTransition):
+                task_transition(task=locked, to=target)
+    task.refresh_from_db()
+    assert task.state == (target if target in TRANSITIONS[source] else source)
+
+
+def test_each_transition_writes_one_event_with_the_next_seq(world):
+    task, _ = task_submit(user=world.alice, document=hello_spec())
+    for target in (S.CANCELLED, S.PENDING, S.SUBMITTING):
+        with transaction.atomic():
+            task_transition(task=task_lock(task.pk), to=target, reason=f"to {target}")
+    events = list(task.events.values_list("seq", "type", "data__to"))
+    assert events == [
+        (1, "submitted", None),
+        (2, "state", "CANCELLED"),
+        (3, "state", "PENDING"),
+        (4, "state", "SUBMITTING"),
+    ]
+    task.refresh_from_db()
+    assert task.last_event_seq == 4 and task.state == S.SUBMITTING
+
+
+def test_a_failed_transition_changes_nothing(world):
+    task, _ = task_submit(user=world.alice, document=hello_spec())
+    with pytest.raises(InvalidTransition), transaction.atomic():
+        task_transition(task=task_lock(task.pk), to=S.SUCCEEDED)
+    task.refresh_from_db()
+    assert task.state == S.PENDING and task.events.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_refuses_to_lock_outside_a_transaction(world):
+    task, _ = task_submit(user=world.alice, document=hello_spec())
+    with pytest.raises(RuntimeError):
+        task_lock(task.pk)
