@@ -24,6 +24,10 @@ run: $(VENV)/.base-installed
 test: $(VENV)/.dev-installed lint check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+## bench: benchmarks (tests/bench/bench_*.py); they print figures and assert nothing about time
+bench: $(VENV)/.dev-installed
+	$(PY) -m pytest tests/bench -o python_files="bench_*.py" -s -q $(BENCH_ARGS)
+
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -112,6 +112,9 @@ class Attempt(BaseModel):
     log_stdout_bytes = models.PositiveBigIntegerField(default=0)
     log_stderr_bytes = models.PositiveBigIntegerField(default=0)
     log_dropped_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes over the task's log cap.")
+    observed_phase = models.CharField(max_length=16, blank=True, help_text="The cloud's last word on the execution.")
+    observed_reason = models.TextField(blank=True)
+    log_cursor = models.JSONField(default=dict, blank=True, help_text="Where copying logs from the cloud stands.")
 
     class Meta:
         ordering = ["task", "number"]

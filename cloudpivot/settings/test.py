@@ -8,11 +8,13 @@ from cloudpivot.settings.base import *  # noqa: F403
 from cloudpivot.settings.base import DATABASES, Q_CLUSTER, VAR_DIR
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-# A file, not :memory:, so Daphne and qcluster subprocesses in end-to-end tests see the same database.
+# Set CLOUDPIVOT_TEST_DB_SUFFIX to run two test sessions side by side on one machine.
+_suffix = os.environ.get("CLOUDPIVOT_TEST_DB_SUFFIX", "main")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["TEST"] = {
-        "NAME": str(VAR_DIR / f"test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.sqlite3")
-    }
+    # A file, not :memory:, so Daphne and qcluster subprocesses in end-to-end tests see the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{_suffix}.sqlite3")}
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{_suffix}"}
 # A queue name of its own per test run, so a Redis shared with other runs never mixes their jobs.
 Q_CLUSTER["name"] = os.environ.get("CLOUDPIVOT_QUEUE_NAME", f"cloudpivot-test-{os.getpid()}")
 # Serve static files straight from the app directories: tests do not run collectstatic.

@@ -13,6 +13,11 @@ BACKENDS: dict[str, str] = {
 }
 
 
+def backend_uses_runner(kind: str) -> bool:
+    """Whether a Runner reports this backend's executions (without building a client)."""
+    return bool(getattr(import_string(BACKENDS[kind]), "uses_runner", False)) if kind in BACKENDS else False
+
+
 def get_backend(connection: CloudConnection) -> ExecutionBackend:
     path = BACKENDS.get(connection.backend)
     if path is None:

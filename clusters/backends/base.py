@@ -49,14 +49,27 @@ class ExternalRef:
 
 @dataclass(frozen=True)
 class Observation:
-    """What the cloud shows for one attempt. `phase` is the backend's best word for it."""
+    """What the cloud shows for one attempt. `phase` is the backend's best word for it.
+
+    For backends without a Runner this is the truth about the program: `failed` with
+    `timed_out=True` ends the task TIMED_OUT, `gone` (the object vanished) makes it
+    UNKNOWN, and `reason` is shown to users, so it must be words (e.g. "OOMKilled: the
+    container ran out of memory"), not codes alone.
+    """
 
     external_name: str
     exists: bool
     phase: Literal["pending", "running", "succeeded", "failed", "gone", "unknown"]
     exit_code: int | None = None
     reason: str = ""
+    timed_out: bool = False
     evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LogPiece:
+    stream: Literal["stdout", "stderr"]
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -84,5 +97,11 @@ class ExecutionBackend(Protocol):
 
     def cleanup(self, attempt: AttemptRef) -> bool:
         """Idempotent: remove what the attempt left behind; True when nothing is left."""
+
+    def fetch_logs(self, attempt: AttemptRef, cursor: dict[str, Any]) -> tuple[list[LogPiece], dict[str, Any]]:
+        """Log bytes the cloud holds past `cursor` (backend-defined, JSON), and the new cursor.
+
+        Only for backends without a Runner; each byte must be returned once across calls.
+        """
 
     def health(self) -> Health: ...

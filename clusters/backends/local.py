@@ -105,6 +105,9 @@ class LocalBackend:
         shutil.rmtree(state_dir, ignore_errors=True)
         return not state_dir.exists()
 
+    def fetch_logs(self, attempt: AttemptRef, cursor: dict[str, Any]) -> tuple[list, dict[str, Any]]:
+        return [], cursor  # the Runner sends the log itself
+
     def health(self) -> Health:
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)

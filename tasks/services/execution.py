@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cloudpivot.exceptions import Conflict
-from clusters.backends import get_backend
+from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
 from clusters.models import CloudConnection
 from tasks import credentials, jobs
@@ -219,12 +219,19 @@ def stopped_state(attempt: Attempt) -> str:
 
 
 def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: str) -> None:
-    """Record the stop intent on a locked attempt; the Runner sees it at its next heartbeat."""
+    """Record the stop intent on a locked attempt.
+
+    A Runner sees it at its next heartbeat (and the backend steps in after the stop window);
+    without a Runner the backend is asked to stop at once.
+    """
     if attempt.stop_requested_at is None:
         attempt.stop_requested_at = timezone.now()
         attempt.stop_reason = reason
         attempt.save(update_fields=["stop_requested_at", "stop_reason", "updated_at"])
         event_append(task=task, type="stop_requested", message=message, data={"attempt": attempt.number})
+        if attempt.external_ref and not backend_uses_runner(task.backend):
+            attempt_id = attempt.pk
+            transaction.on_commit(lambda: jobs.enqueue_stop(attempt_id))
 
 
 # ---------------------------------------------------------------------------- user actions

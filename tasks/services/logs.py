@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from cloudpivot import realtime
 from cloudpivot.exceptions import Conflict
 from tasks.models import Attempt, LogChunk, LogStream, Task
 from tasks.services.lifecycle import event_append, task_lock
@@ -55,6 +56,9 @@ def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> in
                 message=f"the log reached its cap of {settings.LOG_MAX_BYTES_PER_TASK} bytes; later output is not kept",
                 data={"attempt": attempt.number},
             )
+        if keep:
+            task_id, position = attempt.task_id, attempt.log_bytes + keep
+            transaction.on_commit(lambda: realtime.ring_log(task_id=task_id, position=position))
         setattr(attempt, field, length + len(data))
         Attempt.objects.filter(pk=attempt.pk).update(
             **{
@@ -64,6 +68,13 @@ def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> in
             }
         )
         return length + len(data)
+
+
+def log_append_next(*, attempt: Attempt, stream: str, data: bytes) -> int:
+    """Append bytes copied from the cloud (no Runner): at the end of the stream, whatever its length now."""
+    field = "log_stdout_bytes" if stream == LogStream.STDOUT else "log_stderr_bytes"
+    length = Attempt.objects.values_list(field, flat=True).get(pk=attempt.pk)
+    return log_append(attempt=attempt, stream=stream, offset=length, data=data)
 
 
 def log_read(

@@ -15,9 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.backends import get_backend
-from clusters.backends.base import BackendError
+from clusters.backends.base import BackendError, Observation
 from clusters.models import CloudConnection
-from tasks.choices import CleanupState, StopReason, TaskState
+from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState
 from tasks.models import Attempt, Task
 from tasks.services.execution import (
     admit_all,
@@ -30,6 +30,8 @@ from tasks.services.execution import (
     lock_task_and_attempt,
     stopped_state,
 )
+from tasks.services.lifecycle import event_append, task_transition
+from tasks.services.logs import log_append_next
 
 logger = logging.getLogger(__name__)
 # A SUBMITTING attempt whose start job has not recorded anything for this long is started again.
@@ -108,14 +110,7 @@ def timeouts_due(now: dt.datetime | None = None) -> int:
 def observe_all() -> int:
     """One batched observation per connection; act on what contradicts the database."""
     count = 0
-    for connection in CloudConnection.objects.filter(
-        tasks__state__in=[
-            TaskState.STARTING,
-            TaskState.RUNNING,
-            TaskState.CANCELLING,
-            TaskState.SUBMITTING,
-        ]
-    ).distinct():
+    for connection in CloudConnection.objects.filter(tasks__state__in=EXECUTING).distinct():
         attempts = executing_attempts(connection)
         if not attempts:
             continue
@@ -125,19 +120,16 @@ def observe_all() -> int:
         except BackendError as exc:
             logger.warning("observing %s failed: %s", connection.cloud_id, exc.message)
             continue
+        act = _act_on_runner_attempt if backend.uses_runner else _act_on_cloud_attempt
         for attempt, observation in zip(attempts, observations, strict=True):
-            count += _act_on(backend, attempt, observation)
+            count += act(backend, attempt, observation)
     return count
 
 
-def _act_on(backend: Any, attempt: Attempt, observation: Any) -> int:
+def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:
     """For Runner backends the Runner's reports are the truth; the cloud's view only covers a Runner gone silent."""
     now = timezone.now()
-    if (
-        attempt.stop_requested_at
-        and not attempt.stop_escalated_at
-        and now - attempt.stop_requested_at > dt.timedelta(seconds=settings.STOP_WINDOW_SECONDS)
-    ):
+    if _stop_window_passed(attempt, now):
         backend.stop(attempt_ref(attempt))
         Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
         return 1
@@ -146,9 +138,9 @@ def _act_on(backend: Any, attempt: Attempt, observation: Any) -> int:
     last_sign = attempt.last_heartbeat_at or attempt.runner_contact_at or attempt.cloud_created_at or attempt.created_at
     silent_for = (now - last_sign).total_seconds()
     if attempt.stop_requested_at and attempt.stop_escalated_at:
-        return _finish_gone(attempt, "stopped by force after the Runner did not stop the program in time")
+        return _finish(attempt, "stopped by force after the Runner did not stop the program in time")
     if silent_for > settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS:
-        return _finish_gone(
+        return _finish(
             attempt, f"the Runner went silent {int(silent_for)} s ago and is not running ({observation.reason})"
         )
     if silent_for > 3 * settings.RUNNER_HEARTBEAT_SECONDS:
@@ -158,22 +150,110 @@ def _act_on(backend: Any, attempt: Attempt, observation: Any) -> int:
     return 0
 
 
-def _finish_gone(attempt: Attempt, why: str) -> int:
+def _act_on_cloud_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:
+    """Without a Runner the cloud's observation is the truth: copy new log bytes, then follow its phase."""
+    now = timezone.now()
+    if _stop_window_passed(attempt, now):
+        backend.stop(attempt_ref(attempt))
+        Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
+    if observation.phase in ("running", "succeeded", "failed"):
+        copy_cloud_logs(backend, attempt)
+    if observation.phase == "gone":
+        if attempt.stop_requested_at:
+            return _finish(attempt, f"stopped ({observation.reason or 'the execution was removed'})")
+        return _finish(
+            attempt, f"{observation.reason or 'the execution vanished from the cloud'}", evidence=observation
+        )
+    if observation.phase in ("succeeded", "failed"):
+        return _finish(attempt, observation.reason, observation=observation)
+    changed = (observation.phase, observation.reason) != (attempt.observed_phase, attempt.observed_reason)
+    if not changed:
+        return 0
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if attempt.is_closed:
+            return 0
+        attempt.observed_phase, attempt.observed_reason = observation.phase, observation.reason
+        fields = ["observed_phase", "observed_reason", "updated_at"]
+        if observation.phase == "running" and task.state in (
+            TaskState.SUBMITTING,
+            TaskState.STARTING,
+            TaskState.UNKNOWN,
+        ):
+            attempt.state, attempt.program_started_at = AttemptState.RUNNING, now
+            fields += ["state", "program_started_at"]
+            task_transition(
+                task=task,
+                to=TaskState.RUNNING,
+                reason=observation.reason or "the program is running",
+                data={"attempt": attempt.number},
+            )
+        elif observation.reason:
+            event_append(
+                task=task,
+                type="observed",
+                message=observation.reason,
+                data={"attempt": attempt.number, "phase": observation.phase, **observation.evidence},
+            )
+        attempt.save(update_fields=fields)
+    return 1
+
+
+def _stop_window_passed(attempt: Attempt, now: dt.datetime) -> bool:
+    return bool(
+        attempt.stop_requested_at
+        and not attempt.stop_escalated_at
+        and now - attempt.stop_requested_at > dt.timedelta(seconds=settings.STOP_WINDOW_SECONDS)
+    )
+
+
+def copy_cloud_logs(backend: Any, attempt: Attempt) -> None:
+    """Copy what the cloud holds of the log into CloudPivot, so it outlives the pod or VM."""
+    try:
+        pieces, cursor = backend.fetch_logs(attempt_ref(attempt), attempt.log_cursor or {})
+    except BackendError as exc:
+        logger.info("log copy for %s failed: %s", attempt, exc.message)
+        return
+    for piece in pieces:
+        if piece.data:
+            log_append_next(attempt=attempt, stream=piece.stream, data=piece.data)
+    if cursor != attempt.log_cursor:
+        Attempt.objects.filter(pk=attempt.pk).update(log_cursor=cursor)
+        attempt.log_cursor = cursor
+
+
+def _finish(
+    attempt: Attempt, why: str, *, observation: Observation | None = None, evidence: Observation | None = None
+) -> int:
+    """Close an open attempt with the outcome the facts show."""
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt)
         if attempt.is_closed:
             return 0
         if attempt.stop_requested_at:
-            attempt_close(task=task, attempt=attempt, outcome=stopped_state(attempt), reason=why)
+            outcome = stopped_state(attempt)
+        elif observation is not None:
+            attempt.exit_code = observation.exit_code
+            if observation.timed_out:
+                outcome = TaskState.TIMED_OUT
+            elif observation.phase == "succeeded":
+                outcome = TaskState.SUCCEEDED
+            else:
+                outcome = TaskState.FAILED
+                attempt.failure_reason = why
         else:
             attempt.failure_reason = why
+            attempt.state = AttemptState.LOST
+            details = {"evidence": why, **(evidence.evidence if evidence else {})}
             attempt_close(
                 task=task,
                 attempt=attempt,
                 outcome=TaskState.UNKNOWN,
                 reason=f"{why}; retry it if it is safe to run again",
-                data={"evidence": why},
+                data=details,
             )
+            return 1
+        attempt_close(task=task, attempt=attempt, outcome=outcome, reason=why or outcome.lower())
     return 1
 
 
