@@ -1,0 +1,46 @@
+from django.contrib import admin, messages
+
+from cloudpivot.accounts.models import ApiToken, Membership, Project
+from cloudpivot.accounts.services import api_token_revoke
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    raw_id_fields = ["user"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["project", "user", "role"]
+    list_filter = ["role", "project"]
+    search_fields = ["user__username", "project__slug"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are created by their owners (shown once); admins see and revoke them, never their values."""
+
+    list_display = ["hint", "name", "user", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "user__username", "hint"]
+    readonly_fields = ["user", "name", "hint", "created_at", "last_used_at", "revoked_at"]
+    fields = ["user", "name", "hint", "expires_at", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            api_token_revoke(token=token)
+        self.message_user(request, f"Revoked {queryset.count()} tokens.", messages.SUCCESS)

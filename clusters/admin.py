@@ -1,0 +1,23 @@
+from django.contrib import admin
+
+from clusters.models import CloudConnection
+
+
+@admin.register(CloudConnection)
+class CloudConnectionAdmin(admin.ModelAdmin):
+    list_display = ["cloud_id", "backend", "dispatch_enabled", "max_active_tasks", "health_status", "health_checked_at"]
+    list_filter = ["backend", "dispatch_enabled", "health_status"]
+    search_fields = ["cloud_id", "name", "endpoint"]
+    filter_horizontal = ["projects"]
+    readonly_fields = ["health_status", "health_message", "health_checked_at", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["cloud_id", "name", "backend", "dispatch_enabled", "max_active_tasks", "projects"]}),
+        (
+            "Where and how",
+            {
+                "fields": ["endpoint", "scope", "credentials_ref", "options"],
+                "description": "Credentials are referenced (a file path, or env:NAME), never stored here.",
+            },
+        ),
+        ("Health", {"fields": ["health_status", "health_message", "health_checked_at"]}),
+    ]

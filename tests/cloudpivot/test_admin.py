@@ -1,0 +1,59 @@
+"""The Django admin: every model page renders, state stays read-only, actions call the services."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from cloudpivot.accounts.models import ApiToken
+from tasks.models import Task
+from tasks.services.submission import task_submit
+from tests.conftest import hello_spec
+
+
+@pytest.fixture
+def staff_client(client, world):
+    admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
+    client.force_login(admin)
+    return client
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/",
+        "/admin/accounts/project/",
+        "/admin/accounts/membership/",
+        "/admin/accounts/apitoken/",
+        "/admin/clusters/cloudconnection/",
+        "/admin/tasks/task/",
+    ],
+)
+def test_admin_pages_render(staff_client, path):
+    assert staff_client.get(path).status_code == 200
+
+
+def test_task_change_page_shows_attempts_and_events_read_only(staff_client, world):
+    task, _ = task_submit(user=world.bob, document=hello_spec())
+    page = staff_client.get(f"/admin/tasks/task/{task.pk}/change/")
+    assert page.status_code == 200
+    assert b'name="state"' not in page.content  # read-only, never a form field
+
+
+def test_the_cancel_action_goes_through_the_service(staff_client, world):
+    task, _ = task_submit(user=world.bob, document=hello_spec())
+    response = staff_client.post("/admin/tasks/task/", {"action": "cancel", "_selected_action": [str(task.pk)]})
+    assert response.status_code == 302
+    task.refresh_from_db()
+    assert task.state == "CANCELLED"
+    assert task.events.filter(data__to="CANCELLED").exists()
+
+
+def test_tokens_are_revoked_not_shown(staff_client, world):
+    token = ApiToken.objects.get(user=world.bob)
+    page = staff_client.get(f"/admin/accounts/apitoken/{token.pk}/change/")
+    assert world.tokens["bob"].encode() not in page.content and token.token_hash.encode() not in page.content
+    staff_client.post("/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [str(token.pk)]})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert Task.objects.count() == 0

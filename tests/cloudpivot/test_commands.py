@@ -1,0 +1,41 @@
+"""Management commands as an operator runs them: real subprocesses on a fresh embedded database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import helpers
+
+pytestmark = pytest.mark.e2e
+
+
+def manage(var_dir, *args) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
+    env |= {"DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base", "CLOUDPIVOT_VAR_DIR": str(var_dir)}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=helpers.BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_bootstrap_demo_is_idempotent_and_apitoken_prints_the_token_last(tmp_path):
+    assert manage(tmp_path, "migrate", "-v0").returncode == 0
+    first = manage(tmp_path, "bootstrap_demo")
+    second = manage(tmp_path, "bootstrap_demo", "--token")
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    password = next(line for line in first.stdout.splitlines() if line.startswith("password:"))
+    assert password in second.stdout  # the same admin, not a new one
+    assert second.stdout.splitlines()[-1].startswith("api token: cpt_")
+
+    created = manage(tmp_path, "apitoken", "create", "admin", "--name", "ci")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip().splitlines()[-1]
+    assert token.startswith("cpt_") and len(token) > 40
+    listing = manage(tmp_path, "apitoken", "list", "admin")
+    assert token[:10] in listing.stdout and token not in listing.stdout
+
+    missing = manage(tmp_path, "apitoken", "create", "nobody")
+    assert missing.returncode != 0 and "no user named 'nobody'" in missing.stderr
