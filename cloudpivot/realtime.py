@@ -16,6 +16,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +33,13 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    try:
+
+    async def send_all() -> None:
         for group in groups:
-            async_to_sync(layer.group_send)(group, message)
+            await layer.group_send(group, message)
+
+    try:
+        async_to_sync(send_all)()  # one hop into the event loop for all groups
     except Exception:
         logger.warning("doorbell %s failed", message.get("type"), exc_info=True)
 
@@ -42,6 +47,24 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
 def ring(*, task_id: Any, project_id: Any, seq: int) -> None:
     message = {"type": "task.changed", "task_id": str(task_id), "seq": seq}
     _send([task_group(task_id), project_group(project_id)], message)
+
+
+def ring_on_commit(*, task_id: Any, project_id: Any, seq: int) -> None:
+    """Ring once the transaction commits; many events of one task in one transaction ring once, with the last seq.
+
+    A rolled-back transaction drops its hooks, and with them the pending ring.
+    """
+    connection = transaction.get_connection()
+    for _savepoints, hook, _robust in connection.run_on_commit:  # Django 5: (savepoint ids, callable, robust)
+        if getattr(hook, "ring_task_id", None) == task_id:
+            hook.seq = max(hook.seq, seq)
+            return
+
+    def hook() -> None:
+        ring(task_id=task_id, project_id=project_id, seq=hook.seq)
+
+    hook.ring_task_id, hook.seq = task_id, seq
+    transaction.on_commit(hook)
 
 
 def ring_log(*, task_id: Any, position: int) -> None:

@@ -20,9 +20,10 @@ class RunnerCredentialAuthentication(authentication.BaseAuthentication):
             raise exceptions.NotAuthenticated("A runner credential is required: Authorization: Bearer cpr_…")
         if not value.startswith(credentials.PREFIX):
             raise exceptions.AuthenticationFailed("User API tokens are not accepted on the Runner API.")
-        attempt = Attempt.objects.select_related("task").filter(runner_token_hash=sha256_hex(value)).first()
-        if attempt is None:
-            raise exceptions.AuthenticationFailed("Unknown runner credential.")
+        try:
+            attempt = Attempt.objects.select_related("task").get(runner_token_hash=sha256_hex(value))
+        except Attempt.DoesNotExist:
+            raise exceptions.AuthenticationFailed("Unknown runner credential.") from None
         return RunnerPrincipal(attempt), attempt
 
     def authenticate_header(self, request) -> str:

@@ -43,11 +43,15 @@ class EventsView(RunnerView):
     def post(self, request: Request) -> Response:
         data = self.validated(EventsInputSerializer, request)
         acked = runner_reports.runner_events_apply(attempt=request.auth, events=data["events"])
-        return Response({"acked_seq": acked})
+        return Response(
+            {"acked_seq": acked, "stop_requested": runner_reports.runner_stop_requested(attempt=request.auth)}
+        )
 
 
 class LogsView(RunnerView):
     def post(self, request: Request) -> Response:
         data = self.validated(LogsInputSerializer, request)
         next_offset = log_append(attempt=request.auth, stream=data["stream"], offset=data["offset"], data=data["data"])
-        return Response({"next_offset": next_offset})
+        return Response(
+            {"next_offset": next_offset, "stop_requested": runner_reports.runner_stop_requested(attempt=request.auth)}
+        )

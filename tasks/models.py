@@ -117,7 +117,7 @@ class Attempt(BaseModel):
     log_cursor = models.JSONField(default=dict, blank=True, help_text="Where copying logs from the cloud stands.")
 
     class Meta:
-        ordering = ["task", "number"]
+        ordering = ["task_id", "number"]
         constraints = [
             models.UniqueConstraint(fields=["task", "number"], name="%(app_label)s_%(class)s_unique_number"),
         ]
@@ -146,7 +146,7 @@ class TaskEvent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["task", "seq"]
+        ordering = ["task_id", "seq"]
         constraints = [models.UniqueConstraint(fields=["task", "seq"], name="%(app_label)s_%(class)s_unique_seq")]
 
     def __str__(self) -> str:
@@ -170,7 +170,7 @@ class LogChunk(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["attempt", "position"]
+        ordering = ["attempt_id", "position"]
         constraints = [
             models.UniqueConstraint(
                 fields=["attempt", "stream", "offset"], name="%(app_label)s_%(class)s_unique_offset"

@@ -29,7 +29,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "This is not a CloudPivot API token (runner credentials are not accepted here)."
             )
-        token = ApiToken.objects.select_related("user").filter(token_hash=sha256_hex(value)).first()
+        token = ApiToken.objects.select_related("user").filter(token_hash=sha256_hex(value)).order_by().first()
         if token is None or not token.is_active or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
         now = timezone.now()

@@ -99,6 +99,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Under Daphne every request runs in a thread of its own; without a pool each one opens (and
+    # closes) a connection, which is slow and, under load, exhausts the server's max_connections.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("CLOUDPIVOT_DB_POOL_MIN", default=1),
+        "max_size": env.int("CLOUDPIVOT_DB_POOL_MAX", default=10),
+        "timeout": env.float("CLOUDPIVOT_DB_POOL_TIMEOUT", default=30.0),
+    }
 USING_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -42,6 +42,7 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 10.0
 REJECTED_GIVE_UP = 300.0  # seconds of unexplained 4xx answers before the Runner gives up
 POLL = 0.2
+LOG_BATCH_SECONDS = 0.5
 LOG_CHUNK = 256 * 1024
 EVENT_BATCH = 100
 RESULT_MAX = 64 * 1024
@@ -52,6 +53,7 @@ DEFAULT_HEARTBEAT = 2.0
 
 ASSIGNMENT_PATH = "/runner/v1/assignment"
 HEARTBEAT_PATH = "/runner/v1/heartbeat"
+HEARTBEAT_MAX_SKIPS = 9  # a full heartbeat (with usage figures) at least every 10 intervals
 EVENTS_PATH = "/runner/v1/events"
 LOGS_PATH = "/runner/v1/logs"
 
@@ -330,6 +332,8 @@ class Client:
         self._credential = credential
         self.ssl_context = ssl_context if base_url.startswith("https:") else None
         self.stopping = stopping
+        self.last_answer = 0.0  # time.monotonic() of the last answer: any answer proves we are heard
+        self.on_stop_requested = None  # called when an answer says the server wants the program stopped
 
     def call(self, method: str, path: str, body=None) -> dict:
         delay = BACKOFF_START
@@ -373,6 +377,9 @@ class Client:
             raise TemporaryFailure("the answer is not JSON") from None
         if not isinstance(answer, dict):
             raise TemporaryFailure("the answer is not a JSON object")
+        self.last_answer = time.monotonic()
+        if answer.get("stop_requested") and self.on_stop_requested is not None:
+            self.on_stop_requested()
         return answer
 
     @staticmethod
@@ -435,9 +442,10 @@ class State:
             write_json_atomic(self.path, self.data)
 
     def set_log_offset(self, stream: str, offset: int) -> None:
+        """Kept in memory only (written with the next state change): on a restart the assignment's
+        log_offsets, the server's own lengths, are authoritative, so an fsync per log post buys nothing."""
         with self.lock:
-            acked = dict(self.data["log_acked"], **{stream: offset})
-            self.update(log_acked=acked)
+            self.data["log_acked"] = dict(self.data["log_acked"], **{stream: offset})
 
 
 class Outbox:
@@ -754,21 +762,25 @@ class LogShipper(Worker):
         self.poke = threading.Event()
 
     def step(self) -> None:
-        progressed = [self.ship(stream) for stream in STREAMS]
-        if not any(progressed):
-            self.poke.wait(POLL)
-            self.poke.clear()
+        shipped = [self.ship(stream) for stream in STREAMS]
+        if "full" in shipped:
+            return  # more is waiting: send it at once
+        # After quiet, a new line goes out within POLL; while output flows it is batched, so that
+        # many Runners streaming at once cost the server a few requests per second each.
+        self.poke.wait(LOG_BATCH_SECONDS if "some" in shipped else POLL)
+        self.poke.clear()
 
-    def ship(self, stream: str) -> bool:
+    def ship(self, stream: str) -> str:
+        """Send what is new in one stream: "" (nothing new), "some", or "full" (a full chunk; more waits)."""
         offset = self.runner.state.get("log_acked")[stream]
         try:
             with open(os.path.join(self.runner.state_dir, stream + ".log"), "rb") as handle:
                 handle.seek(offset)
                 data = handle.read(LOG_CHUNK)
         except FileNotFoundError:
-            return False
+            return ""
         if not data:
-            return False
+            return ""
         body = {"stream": stream, "offset": offset, "data": base64.b64encode(data).decode("ascii")}
         try:
             next_offset = int(self.runner.client.call("POST", LOGS_PATH, body)["next_offset"])
@@ -778,9 +790,11 @@ class LogShipper(Worker):
         except (KeyError, TypeError, ValueError):
             log("%s: the server's answer has no next_offset; resending soon" % stream)
             self.runner.stopping.wait(1.0)
-            return False
+            return ""
         self.runner.state.set_log_offset(stream, next_offset)
-        return next_offset != offset
+        if next_offset == offset:
+            return ""
+        return "full" if len(data) == LOG_CHUNK else "some"
 
     def caught_up(self, targets: dict) -> bool:
         acked = self.runner.state.get("log_acked")
@@ -795,11 +809,16 @@ class Heartbeat(Worker):
         if "end" in runner.state.get("enqueued"):  # the program is over: only the outbox matters now
             runner.stopping.wait(runner.heartbeat_interval)
             return
-        answer = runner.client.call("POST", HEARTBEAT_PATH, runner.heartbeat_body())
-        if answer.get("stop_requested"):
-            runner.request_stop()
-        if isinstance(answer.get("acked_seq"), int):
-            runner.outbox.drop_acked(answer["acked_seq"])
+        quiet = time.monotonic() - runner.client.last_answer
+        self.skipped = getattr(self, "skipped", 0)
+        if quiet < runner.heartbeat_interval and self.skipped < HEARTBEAT_MAX_SKIPS:
+            # The server heard from us (logs, events) and answered with the stop flag: no need to knock.
+            self.skipped += 1
+        else:
+            self.skipped = 0
+            answer = runner.client.call("POST", HEARTBEAT_PATH, runner.heartbeat_body())
+            if isinstance(answer.get("acked_seq"), int):
+                runner.outbox.drop_acked(answer["acked_seq"])
         runner.stopping.wait(runner.heartbeat_interval)
 
 
@@ -825,6 +844,7 @@ class Runner:
         self.heartbeat_interval = DEFAULT_HEARTBEAT
         self.usage = {"cpu_seconds": 0.0, "max_rss_kb": 0}
         self.shipper = LogShipper(self, "log-shipper")
+        self.client.on_stop_requested = self.request_stop
 
     # ---- coordination between threads
 

@@ -31,8 +31,7 @@ def event_append(*, task: Task, type: str, message: str = "", data: dict[str, An
     task.last_event_seq += 1
     Task.objects.filter(pk=task.pk).update(last_event_seq=task.last_event_seq)
     event = TaskEvent.objects.create(task=task, seq=task.last_event_seq, type=type, message=message, data=data or {})
-    seq, task_id, project_id = event.seq, task.pk, task.project_id
-    transaction.on_commit(lambda: realtime.ring(task_id=task_id, project_id=project_id, seq=seq))
+    realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=event.seq)
     return event
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from cloudpivot import realtime
 from cloudpivot.exceptions import Conflict
@@ -65,6 +66,7 @@ def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> in
                 field: length + len(data),
                 "log_bytes": attempt.log_bytes + keep,
                 "log_dropped_bytes": attempt.log_dropped_bytes + len(data) - keep,
+                "last_heartbeat_at": timezone.now(),  # a Runner that sends logs is alive
             }
         )
         return length + len(data)

@@ -127,24 +127,26 @@ def observe_all() -> int:
 
 
 def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:
-    """For Runner backends the Runner's reports are the truth; the cloud's view only covers a Runner gone silent."""
+    """For Runner backends the Runner's reports are the truth; the cloud's view only covers a Runner gone silent.
+
+    1. A stop the Runner did not carry out within the stop window: the backend kills the execution.
+    2. Silence past the heartbeat deadline (a dead, hung or cut-off Runner): UNKNOWN, never a re-run.
+    3. A Runner process that died on a host we control: start a new one, which re-attaches to the
+       program or reports it lost.
+    """
     now = timezone.now()
     if _stop_window_passed(attempt, now):
         backend.stop(attempt_ref(attempt))
         Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
         return 1
-    if observation.phase != "gone":
-        return 0
+    if observation.phase == "gone" and attempt.stop_requested_at and attempt.stop_escalated_at:
+        return _finish(attempt, "stopped by force after the Runner did not stop the program in time")
     last_sign = attempt.last_heartbeat_at or attempt.runner_contact_at or attempt.cloud_created_at or attempt.created_at
     silent_for = (now - last_sign).total_seconds()
-    if attempt.stop_requested_at and attempt.stop_escalated_at:
-        return _finish(attempt, "stopped by force after the Runner did not stop the program in time")
-    if silent_for > settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS:
-        return _finish(
-            attempt, f"the Runner went silent {int(silent_for)} s ago and is not running ({observation.reason})"
-        )
-    if silent_for > 3 * settings.RUNNER_HEARTBEAT_SECONDS:
-        # The Runner died but the attempt is open: a new Runner re-attaches to the program or reports it lost.
+    if silent_for > settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS and attempt.task.state != TaskState.UNKNOWN:
+        state = "is not running" if observation.phase == "gone" else "still runs but does not report"
+        return _suspect(attempt, f"no word from the Runner for {int(silent_for)} s; it {state}", observation)
+    if observation.phase == "gone" and silent_for > 3 * settings.RUNNER_HEARTBEAT_SECONDS:
         backend.ensure_started(attempt_ref(attempt))
         return 1
     return 0
@@ -196,6 +198,26 @@ def _act_on_cloud_attempt(backend: Any, attempt: Attempt, observation: Observati
                 data={"attempt": attempt.number, "phase": observation.phase, **observation.evidence},
             )
         attempt.save(update_fields=fields)
+    return 1
+
+
+def _suspect(attempt: Attempt, why: str, observation: Observation) -> int:
+    """UNKNOWN, with the attempt left open: if the Runner reports again, its facts decide the state."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if attempt.is_closed or task.state not in (
+            TaskState.SUBMITTING,
+            TaskState.STARTING,
+            TaskState.RUNNING,
+            TaskState.CANCELLING,
+        ):
+            return 0
+        task_transition(
+            task=task,
+            to=TaskState.UNKNOWN,
+            reason=f"{why}; it is not run again by itself",
+            data={"attempt": attempt.number, "evidence": why, **observation.evidence},
+        )
     return 1
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cloudpivot.exceptions import Conflict
-from tasks.choices import AttemptState, TaskState
+from tasks.choices import AttemptState, StopReason, TaskState
 from tasks.models import Attempt, Task
 from tasks.services.execution import attempt_close, lock_task_and_attempt, stopped_state
 from tasks.services.lifecycle import event_append, task_transition
@@ -57,6 +57,11 @@ def _mark_contact(attempt: Attempt) -> None:
         attempt.runner_contact_at = now
 
 
+def runner_stop_requested(*, attempt: Attempt) -> bool:
+    """Every answer to a Runner carries the stop flag, so a busy Runner need not send heartbeats to learn it."""
+    return Attempt.objects.filter(pk=attempt.pk, stop_requested_at__isnull=False).exists()
+
+
 def runner_heartbeat(*, attempt: Attempt, boot_id: str, pid: int | None, usage: dict[str, Any]) -> dict[str, Any]:
     _refuse_if_closed(attempt)
     now = timezone.now()
@@ -67,8 +72,25 @@ def runner_heartbeat(*, attempt: Attempt, boot_id: str, pid: int | None, usage: 
         usage=usage or {},
     )
     _mark_contact(attempt)
-    attempt.refresh_from_db(fields=["stop_requested_at", "acked_seq"])
+    attempt.refresh_from_db(fields=["stop_requested_at", "acked_seq", "program_started_at"])
+    if attempt.task.state == TaskState.UNKNOWN:
+        _verified_alive(attempt)
     return {"stop_requested": attempt.stop_requested_at is not None, "acked_seq": attempt.acked_seq}
+
+
+def _verified_alive(attempt: Attempt) -> None:
+    """A Runner that went silent reports again: UNKNOWN ─verified─▶ what it says."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if task.state != TaskState.UNKNOWN or attempt.is_closed or attempt.number != task.attempts_count:
+            return
+        if attempt.stop_reason == StopReason.CANCEL:
+            target, verb = TaskState.CANCELLING, "is back and stops the program"
+        elif attempt.program_started_at:
+            target, verb = TaskState.RUNNING, "reports the program still running"
+        else:
+            target, verb = TaskState.STARTING, "is back"
+        task_transition(task=task, to=target, reason=f"the Runner {verb}", data={"attempt": attempt.number})
 
 
 def runner_events_apply(*, attempt: Attempt, events: list[dict[str, Any]]) -> int:
@@ -84,7 +106,7 @@ def runner_events_apply(*, attempt: Attempt, events: list[dict[str, Any]]) -> in
         while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
             _apply(task, attempt, by_seq[attempt.acked_seq + 1])
             attempt.acked_seq += 1
-        Attempt.objects.filter(pk=attempt.pk).update(acked_seq=attempt.acked_seq)
+        Attempt.objects.filter(pk=attempt.pk).update(acked_seq=attempt.acked_seq, last_heartbeat_at=timezone.now())
         return attempt.acked_seq
 
 

@@ -62,10 +62,10 @@ def test_an_unknown_credential_is_refused(attempt):
 def test_events_apply_in_order_once_and_duplicates_are_acknowledged(attempt):
     client = runner(attempt)
     # seq 2 before seq 1: held back, nothing applied past the gap.
-    assert events(client, ev(2, "progress", message="half")).json() == {"acked_seq": 0}
-    assert events(client, ev(1, "started", pid=42), ev(2, "progress", message="half")).json() == {"acked_seq": 2}
+    assert events(client, ev(2, "progress", message="half")).json()["acked_seq"] == 0
+    assert events(client, ev(1, "started", pid=42), ev(2, "progress", message="half")).json()["acked_seq"] == 2
     # The same batch again: acknowledged, applied no second time.
-    assert events(client, ev(1, "started", pid=42), ev(2, "progress", message="half")).json() == {"acked_seq": 2}
+    assert events(client, ev(1, "started", pid=42), ev(2, "progress", message="half")).json()["acked_seq"] == 2
     task = Task.objects.get(pk=attempt.task_id)
     assert task.state == "RUNNING"
     assert task.events.filter(type="progress").count() == 1
@@ -79,7 +79,7 @@ def test_exited_closes_the_attempt_and_later_new_events_get_409(attempt):
     )
     task = Task.objects.get(pk=attempt.task_id)
     assert task.state == "SUCCEEDED" and task.result == {"summary": {"rows": 3}, "refs": []}
-    assert events(client, ev(3, "exited", exit_code=0)).json() == {"acked_seq": 3}  # a resend
+    assert events(client, ev(3, "exited", exit_code=0)).json()["acked_seq"] == 3  # a resend
     response = events(client, ev(4, "progress", message="late"))
     assert response.status_code == 409 and response.json()["code"] == "attempt_closed"
     assert client.post("/runner/v1/heartbeat", {"boot_id": "b"}, format="json").status_code == 409
@@ -118,12 +118,12 @@ def test_logs_append_at_the_expected_offset_only(attempt):
             format="json",
         )
 
-    assert send(0, b"hello ").json() == {"next_offset": 6}
-    assert send(0, b"hello ").json() == {"next_offset": 6}  # resend: acknowledged, ignored
-    assert send(3, b"lo world\n").json() == {"next_offset": 12}  # overlap: only the new bytes
+    assert send(0, b"hello ").json()["next_offset"] == 6
+    assert send(0, b"hello ").json()["next_offset"] == 6  # resend: acknowledged, ignored
+    assert send(3, b"lo world\n").json()["next_offset"] == 12  # overlap: only the new bytes
     gap = send(20, b"later")
     assert gap.status_code == 409 and gap.json()["expected_offset"] == 12
-    assert send(0, b"oops\n", stream="stderr").json() == {"next_offset": 5}
+    assert send(0, b"oops\n", stream="stderr").json()["next_offset"] == 5
     from tasks.services.logs import log_read
 
     task = Task.objects.get(pk=attempt.task_id)
@@ -147,5 +147,9 @@ def test_the_heartbeat_answers_the_stop_flag(attempt, world):
     }
     task_cancel(task_id=attempt.task_id, user=world.bob)
     assert client.post("/runner/v1/heartbeat", {"boot_id": "b1"}, format="json").json()["stop_requested"] is True
+    # Every answer carries the flag, so a Runner busy sending logs learns it without a heartbeat.
+    log_answer = client.post("/runner/v1/logs", {"stream": "stdout", "offset": 0, "data": ""}, format="json").json()
+    assert log_answer == {"next_offset": 0, "stop_requested": True}
+    assert events(client).json() == {"acked_seq": 1, "stop_requested": True}
     events(client, ev(2, "exited", exit_code=None, signal=15))
     assert Task.objects.get(pk=attempt.task_id).state == "CANCELLED"

@@ -1,0 +1,138 @@
+"""The Runner contract under faults: real Runner processes, a real Daphne that goes away and comes back.
+
+Each program writes a known byte sequence, so "nothing lost, nothing twice" is checked
+byte for byte; events are checked by the task's history and the attempt's acked seq.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from tasks.models import Task
+from tasks.services import reconcile_pass
+from tasks.services.logs import log_read
+from tasks.services.submission import task_submit
+from tests import helpers
+from tests.conftest import hello_spec
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+LINES = (
+    "import sys, time\nfor i in range({n}):\n    print('line %05d ' % i + 'x' * 90, flush=True)\n"
+    "    time.sleep({pause})\n"
+)
+
+
+def expected_lines(n: int) -> str:
+    return "".join(f"line {i:05d} " + "x" * 90 + "\n" for i in range(n))
+
+
+@pytest.fixture
+def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
+    """A Daphne of this test's own, on a fixed port, that the test may stop and start again."""
+    from django_q.conf import Conf
+
+    port = helpers.free_port()
+    env = helpers.server_environment(port=port, runs_dir=tmp_path / "runs")
+    log = server_logs / f"daphne-{port}.log"
+    box = SimpleNamespace(
+        port=port, url=f"http://127.0.0.1:{port}", process=helpers.start_daphne(port=port, env=env, log=log)
+    )
+    box.stop = lambda: helpers.stop_process_group(box.process, sig=signal.SIGKILL)
+    box.start = lambda: setattr(box, "process", helpers.start_daphne(port=port, env=env, log=log))
+    settings.RUNNER_SERVER_URL = box.url
+    settings.RUNNER_HEARTBEAT_SECONDS = 0.5
+    monkeypatch.setattr(Conf, "SYNC", True)
+    yield box
+    box.stop()
+    from tests.conftest import _kill_leftover_runners
+
+    _kill_leftover_runners(tmp_path)
+
+
+def drive(task: Task, until: set[str], timeout: float) -> Task:
+    def reached():
+        reconcile_pass()
+        task.refresh_from_db()
+        return task.state in until
+
+    helpers.wait_for(reached, timeout=timeout, interval=0.2, what=f"{until} (is {task.state})")
+    return task
+
+
+def state_changes(task: Task) -> list[str]:
+    return list(task.events.filter(type="state").values_list("data__to", flat=True))
+
+
+def test_a_20_s_server_outage_loses_nothing_and_duplicates_nothing(server, world):
+    task, _ = task_submit(
+        user=world.bob, document=hello_spec(command=["python3", "-c", LINES.format(n=300, pause=0.1)])
+    )
+    drive(task, {"RUNNING"}, timeout=20)
+    helpers.wait_for(lambda: log_read(task=task)["next_offset"] > 2000, what="some output before the outage")
+    server.stop()
+    outage_started = time.monotonic()
+    while time.monotonic() - outage_started < 20:  # the reconciler goes on meanwhile, as a worker would
+        reconcile_pass()
+        time.sleep(0.5)
+    server.start()
+    task = drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
+    assert task.state == "SUCCEEDED", task.state_reason
+    assert log_read(task=task, limit=10**7)["data"] == expected_lines(300)
+    assert state_changes(task) == ["SUBMITTING", "STARTING", "RUNNING", "SUCCEEDED"]
+    attempt = task.attempts.get()
+    assert attempt.acked_seq == 2  # started, exited: each applied once
+
+
+def test_a_runner_killed_mid_run_is_restarted_and_re_attaches(server, world):
+    program = LINES.format(n=60, pause=0.1) + "sys.exit(7)\n"
+    task, _ = task_submit(user=world.bob, document=hello_spec(command=["python3", "-c", program]))
+    drive(task, {"RUNNING"}, timeout=20)
+    state_dir = world.runs_dir / task.attempts.get().external_name
+    first_runner = int((state_dir / "runner.pid").read_text())
+    helpers.wait_for(lambda: log_read(task=task)["next_offset"] > 500, what="some output")
+    os.kill(first_runner, signal.SIGKILL)
+    task = drive(task, {"FAILED", "SUCCEEDED", "UNKNOWN"}, timeout=40)
+    assert int((state_dir / "runner.pid").read_text()) != first_runner  # a new Runner finished the job
+    assert task.state == "FAILED" and task.exit_code == 7, task.state_reason
+    assert log_read(task=task, limit=10**7)["data"] == expected_lines(60)
+    assert state_changes(task) == ["SUBMITTING", "STARTING", "RUNNING", "FAILED"]
+    assert task.attempts.get().acked_seq == 2
+
+
+def test_a_silent_runner_makes_the_task_unknown_and_its_return_verifies_it(server, world, settings):
+    settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS = 3
+    program = "import time; print('up', flush=True); time.sleep(8); print('done')"
+    task, _ = task_submit(user=world.bob, document=hello_spec(command=["python3", "-c", program]))
+    drive(task, {"RUNNING"}, timeout=20)
+    runner = int((world.runs_dir / task.attempts.get().external_name / "runner.pid").read_text())
+    os.kill(runner, signal.SIGSTOP)  # alive (it holds its lock) but silent, like a cut-off VM
+    try:
+        task = drive(task, {"UNKNOWN"}, timeout=15)
+        assert "no word from the Runner" in task.state_reason and "still runs" in task.state_reason
+        assert task.attempts_count == 1
+    finally:
+        os.kill(runner, signal.SIGCONT)
+    task = drive(task, {"SUCCEEDED", "FAILED"}, timeout=30)
+    assert task.state == "SUCCEEDED"
+    assert state_changes(task)[-3:] == ["UNKNOWN", "RUNNING", "SUCCEEDED"]
+    assert log_read(task=task)["data"] == "up\ndone\n"
+
+
+def test_a_program_killed_behind_the_runners_back_is_reported_lost(server, world):
+    task, _ = task_submit(user=world.bob, document=hello_spec(command=["sleep", "600"]))
+    drive(task, {"RUNNING"}, timeout=20)
+    state_dir = world.runs_dir / task.attempts.get().external_name
+    os.kill(int((state_dir / "runner.pid").read_text()), signal.SIGKILL)
+    import json
+
+    shim = json.loads((state_dir / "state.json").read_text())["shim_pid"]
+    os.killpg(shim, signal.SIGKILL)
+    task = drive(task, {"UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=30)
+    assert task.state == "UNKNOWN", task.state_reason
+    assert "lost" in task.state_reason and task.attempts_count == 1
