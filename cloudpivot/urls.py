@@ -13,6 +13,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 api_v1 = [
     path("", include("tasks.api.urls")),
     path("", include("clusters.api.urls")),
+    path("", include("cloudpivot.accounts.api.urls")),
 ]
 
 urlpatterns = [

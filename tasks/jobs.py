@@ -79,9 +79,13 @@ def stop(attempt_id: int) -> str:
     from clusters.backends import get_backend
     from tasks.models import Attempt
     from tasks.services.execution import attempt_ref
+    from tasks.services.reconcile import copy_cloud_logs
 
     attempt = Attempt.objects.select_related("task__connection").get(pk=attempt_id)
-    get_backend(attempt.task.connection).stop(attempt_ref(attempt))
+    backend = get_backend(attempt.task.connection)
+    if not backend.uses_runner:
+        copy_cloud_logs(backend, attempt)  # what the cloud holds of the log goes with the object
+    backend.stop(attempt_ref(attempt))
     return "stopped"
 
 

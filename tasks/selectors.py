@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import QuerySet
 
 from cloudpivot.accounts.models import Membership, Role
@@ -42,3 +43,13 @@ def task_check_can_act(*, user: AbstractBaseUser, task: Task) -> None:
         if role == Role.SUBMITTER
         else f"your role in {task.project.slug} is {role}; cancel and retry need submitter or admin"
     )
+
+
+def task_queue_position(*, task: Task) -> int | None:
+    """1 for the next PENDING task of its connection, 2 for the one after it …; None when not waiting."""
+    if task.state != "PENDING":
+        return None
+    ahead = Task.objects.filter(connection_id=task.connection_id, state="PENDING").filter(
+        models.Q(created_at__lt=task.created_at) | models.Q(created_at=task.created_at, id__lt=task.id)
+    )
+    return ahead.count() + 1

@@ -14,6 +14,11 @@ from cloudpivot.exceptions import InvalidSpec
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
+# A Kubernetes object name (DNS-1123 label), e.g. a PersistentVolumeClaim's.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# A Kubernetes label key (optional DNS prefix + name) and value.
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 class StringListField(serializers.ListField):
@@ -60,6 +65,51 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class StrictItemSerializer(StrictSerializer):
+    """An object inside the task document (one volume, one toleration)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"non_field_errors": ["must be an object"]})
+        return super().to_internal_value(data)
+
+
+class VolumeSerializer(StrictItemSerializer):
+    """A PersistentVolumeClaim mounted into the container (Kubernetes clouds only)."""
+
+    claim = serializers.CharField(max_length=63)
+    mount_path = serializers.CharField(max_length=1000)
+    read_only = serializers.BooleanField(required=False, default=False)
+
+    def validate_claim(self, value: str) -> str:
+        if not DNS_LABEL.match(value):
+            raise serializers.ValidationError("must be a PersistentVolumeClaim name: lowercase letters, digits and '-'")
+        return value
+
+    def validate_mount_path(self, value: str) -> str:
+        if not value.startswith("/"):
+            raise serializers.ValidationError("must be an absolute path")
+        return value
+
+
+class TolerationSerializer(StrictItemSerializer):
+    """A Kubernetes toleration, so the task may run on tainted nodes (Kubernetes clouds only)."""
+
+    key = serializers.CharField(max_length=316, required=False, allow_blank=True, default="")
+    operator = serializers.ChoiceField(choices=["Equal", "Exists"], required=False, default="Equal")
+    value = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    effect = serializers.ChoiceField(
+        choices=["", "NoSchedule", "PreferNoSchedule", "NoExecute"], required=False, default=""
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["operator"] == "Exists" and attrs["value"]:
+            raise serializers.ValidationError({"value": ["must be empty when operator is Exists"]})
+        if attrs["operator"] == "Equal" and not attrs["key"]:
+            raise serializers.ValidationError({"key": ["is required when operator is Equal"]})
+        return attrs
+
+
 class TaskSpecSerializer(StrictSerializer):
     cloud = serializers.SlugField(max_length=64)
     project = serializers.SlugField(max_length=64, required=False)
@@ -74,6 +124,10 @@ class TaskSpecSerializer(StrictSerializer):
     )
     retry_limit = serializers.IntegerField(min_value=0, max_value=20, required=False, default=0)
     labels = StringMapField(required=False, default=dict)
+    # Kubernetes only (other clouds refuse them): PVC mounts, node selection, tolerations.
+    volumes = VolumeSerializer(many=True, required=False, max_length=20)
+    node_selector = StringMapField(required=False)
+    tolerations = TolerationSerializer(many=True, required=False, max_length=20)
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         bad = [key for key in value if not ENV_NAME.match(key)]
@@ -87,6 +141,22 @@ class TaskSpecSerializer(StrictSerializer):
         if value and not value.startswith("/"):
             raise serializers.ValidationError("must be an absolute path")
         return value
+
+    def validate_volumes(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        paths = [volume["mount_path"] for volume in value]
+        duplicates = sorted({path for path in paths if paths.count(path) > 1})
+        if duplicates:
+            raise serializers.ValidationError(f"mount_path used twice: {', '.join(duplicates)}")
+        return [dict(volume) for volume in value]
+
+    def validate_node_selector(self, value: dict[str, str]) -> dict[str, str]:
+        bad = [f"{key}={item}" for key, item in value.items() if not (LABEL_KEY.match(key) and LABEL_VALUE.match(item))]
+        if bad:
+            raise serializers.ValidationError(f"not a valid node label: {', '.join(bad)}")
+        return value
+
+    def validate_tolerations(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [dict(toleration) for toleration in value]
 
 
 def spec_sha256(document: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from cloudpivot.accounts.models import ApiToken, Membership, Project
+from cloudpivot.accounts.models import ApiToken, AuditEntry, Membership, Project, Quota
 from cloudpivot.accounts.services import api_token_revoke
 
 
@@ -44,3 +44,28 @@ class ApiTokenAdmin(admin.ModelAdmin):
         for token in queryset:
             api_token_revoke(token=token)
         self.message_user(request, f"Revoked {queryset.count()} tokens.", messages.SUCCESS)
+
+
+@admin.register(Quota)
+class QuotaAdmin(admin.ModelAdmin):
+    list_display = ["project", "connection", "max_tasks", "max_vcpu", "max_memory_mb", "max_gpus", "max_instances"]
+    list_filter = ["project", "connection"]
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is written by the AuditMiddleware only."""
+
+    list_display = ["created_at", "actor_name", "via", "action", "object_ref", "outcome", "status_code", "remote_addr"]
+    list_filter = ["via", "outcome", "action"]
+    search_fields = ["actor_name", "action", "object_ref", "path"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

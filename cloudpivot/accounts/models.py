@@ -70,3 +70,62 @@ class ApiToken(BaseModel):
     def is_active(self) -> bool:
         now = timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Quota(BaseModel):
+    """Limits for one project, on one connection or (connection empty) across all of them. Empty = no limit."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="quotas")
+    connection = models.ForeignKey(
+        "clusters.CloudConnection",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="quotas",
+        help_text="Empty: the limits apply to the project's use of all connections together.",
+    )
+    max_tasks = models.PositiveIntegerField(null=True, blank=True, help_text="Tasks active at once.")
+    max_vcpu = models.DecimalField(max_digits=8, decimal_places=3, null=True, blank=True)
+    max_memory_mb = models.PositiveBigIntegerField(null=True, blank=True)
+    max_gpus = models.PositiveIntegerField(null=True, blank=True)
+    max_instances = models.PositiveIntegerField(null=True, blank=True, help_text="Persistent VM instances.")
+
+    class Meta:
+        ordering = ["project", "connection"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "connection"], name="%(app_label)s_%(class)s_unique"),
+            models.UniqueConstraint(
+                fields=["project"],
+                condition=models.Q(connection__isnull=True),
+                name="%(app_label)s_%(class)s_unique_project_wide",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} on {self.connection or 'all clouds'}"
+
+
+class AuditEntry(models.Model):
+    """Who did what, when, from where, with which outcome: one row per mutating request. Read-only."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True, help_text="Kept if the user is deleted.")
+    via = models.CharField(max_length=16, help_text="api, page or admin")
+    action = models.CharField(max_length=100, help_text="What was asked, e.g. tasks-api:task-cancel")
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=500)
+    object_ref = models.CharField(max_length=200, blank=True)
+    status_code = models.PositiveSmallIntegerField()
+    outcome = models.CharField(max_length=16, help_text="ok, refused or error")
+    remote_addr = models.GenericIPAddressField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.outcome}"

@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    "cloudpivot.accounts.audit.AuditMiddleware",
 ]
 
 ROOT_URLCONF = "cloudpivot.urls"

@@ -10,6 +10,7 @@ from clusters.models import CloudConnection
 
 BACKENDS: dict[str, str] = {
     BackendKind.LOCAL: "clusters.backends.local.LocalBackend",
+    BackendKind.KUBERNETES: "clusters.backends.kubernetes.KubernetesBackend",
 }
 
 

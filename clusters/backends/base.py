@@ -105,3 +105,12 @@ class ExecutionBackend(Protocol):
         """
 
     def health(self) -> Health: ...
+
+    # Optional (read-only views of the cloud); a backend without them raises BackendError(kind="not_found").
+    inventory_kinds: tuple[str, ...]
+
+    def inventory(self, kind: str) -> list[dict[str, Any]]:
+        """Plain dicts describing the cloud's objects of one kind (e.g. nodes); not_found for an unknown kind."""
+
+    def metrics(self) -> dict[str, Any]:
+        """Current usage figures of the cloud ({"nodes": [...], "pods": [...]}); not_found when it serves none."""

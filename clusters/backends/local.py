@@ -29,6 +29,7 @@ RUNNER_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_
 
 class LocalBackend:
     uses_runner = True
+    inventory_kinds: tuple[str, ...] = ()
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
@@ -47,6 +48,19 @@ class LocalBackend:
             )
         if (spec.get("resources") or {}).get("gpu"):
             errors.append({"field": "resources.gpu", "message": f"the {self.connection.cloud_id} cloud has no GPUs"})
+        for field, what in (
+            ("volumes", "volumes (PersistentVolumeClaims)"),
+            ("node_selector", "node selectors"),
+            ("tolerations", "tolerations"),
+        ):
+            if spec.get(field):
+                errors.append(
+                    {
+                        "field": field,
+                        "message": f"the {self.connection.cloud_id} cloud runs commands on its host and has no {what}; "
+                        f"remove `{field}` or choose a kubernetes cloud",
+                    }
+                )
         return errors
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
@@ -116,6 +130,18 @@ class LocalBackend:
         if not os.access(self.runs_dir, os.W_OK):
             return Health(ok=False, message=f"{self.runs_dir} is not writable")
         return Health(ok=True, message=f"runs tasks on this host under {self.runs_dir}")
+
+    def inventory(self, kind: str) -> list[dict[str, Any]]:
+        raise BackendError(
+            f"no inventory for the local cloud {self.connection.cloud_id}: it runs tasks on the CloudPivot host itself",
+            kind="not_found",
+        )
+
+    def metrics(self) -> dict[str, Any]:
+        raise BackendError(
+            f"no metrics for the local cloud {self.connection.cloud_id}: it runs tasks on the CloudPivot host itself",
+            kind="not_found",
+        )
 
     # ------------------------------------------------------------------ helpers
     def _state_dir(self, attempt: AttemptRef) -> Path:

@@ -810,7 +810,7 @@ class Heartbeat(Worker):
             runner.stopping.wait(runner.heartbeat_interval)
             return
         quiet = time.monotonic() - runner.client.last_answer
-        self.skipped = getattr(self, "skipped", 0)
+        self.skipped = getattr(self, "skipped", HEARTBEAT_MAX_SKIPS)  # the first one always goes (boot id, pid)
         if quiet < runner.heartbeat_interval and self.skipped < HEARTBEAT_MAX_SKIPS:
             # The server heard from us (logs, events) and answered with the stop flag: no need to knock.
             self.skipped += 1

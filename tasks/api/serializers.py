@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from tasks.models import Attempt, Task, TaskEvent
+from tasks.selectors import task_queue_position
 
 
 class AttemptSerializer(serializers.ModelSerializer):
@@ -42,6 +43,7 @@ class TaskSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     spec = serializers.JSONField(source="normalized", read_only=True)
     url = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(help_text="Place in the cloud's queue while PENDING.")
 
     class Meta:
         model = Task
@@ -70,8 +72,12 @@ class TaskSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "last_event_seq",
+            "queue_position",
         ]
         read_only_fields = fields
+
+    def get_queue_position(self, task: Task) -> int | None:
+        return task_queue_position(task=task)
 
     def get_url(self, task: Task) -> str:
         request = self.context.get("request")

@@ -10,13 +10,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from cloudpivot.accounts import quotas
+from cloudpivot.accounts.models import Project
 from cloudpivot.exceptions import Conflict
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
 from clusters.models import CloudConnection
 from tasks import credentials, jobs
 from tasks.choices import (
-    ACTIVE,
     EXECUTING,
     TERMINAL,
     AttemptState,
@@ -60,25 +61,78 @@ def admit_all() -> int:
 
 
 def connection_admit(*, connection_id: int, limit: int = 100) -> int:
-    """Admit PENDING tasks of one connection in submission order while it has room; return how many.
+    """Admit PENDING tasks of one connection in submission order while they fit; return how many.
 
-    The connection row lock serializes admission per connection, so two workers cannot both
-    take the last free slot.
+    1. Lock the connection row, then the projects' rows (in id order): admissions of one
+       connection, and of one project across connections, happen one at a time, so no two
+       workers can both take the last free slot of a quota.
+    2. Walk the queue oldest first. A task that does not fit waits with the reason, and so
+       does every later task of its project (first in, first admitted).
     """
     with transaction.atomic():
         connection = CloudConnection.objects.select_for_update().get(pk=connection_id)
         if not connection.dispatch_enabled:
             return 0
-        room = limit
-        if connection.max_active_tasks:
-            active = Task.objects.filter(connection=connection, state__in=ACTIVE - {TaskState.PENDING}).count()
-            room = min(limit, connection.max_active_tasks - active)
-        admitted = 0
-        pending = Task.objects.filter(connection=connection, state=TaskState.PENDING).order_by("created_at", "id")
-        for task in pending.select_for_update(skip_locked=True)[: max(room, 0)]:
+        pending = list(
+            Task.objects.filter(connection=connection, state=TaskState.PENDING)
+            .select_related("project")
+            .order_by("created_at", "id")[:limit]
+        )
+        if not pending:
+            return 0
+        project_ids = sorted({task.project_id for task in pending})
+        list(Project.objects.select_for_update().filter(pk__in=project_ids).order_by("pk"))
+        active = Task.objects.filter(connection=connection, state__in=quotas.HOLDING_STATES).count()
+        ledger = {pid: _QuotaLedger(pid, connection.pk) for pid in project_ids}
+        admitted, blocked = 0, {}
+        for task in pending:
+            footprint = quotas.task_footprint(task.normalized)
+            reason = blocked.get(task.project_id)
+            if reason is None and connection.max_active_tasks and active >= connection.max_active_tasks:
+                reason = f"waiting: {connection.cloud_id} runs {active}/{connection.max_active_tasks} tasks"
+            reason = reason or ledger[task.project_id].blocking(footprint, task.project)
+            if reason:
+                blocked[task.project_id] = reason
+                task_set_waiting_reason(task=task, reason=reason)
+                continue
+            task = task_lock(task.pk)
+            if task.state != TaskState.PENDING:
+                continue
             attempt_create(task=task, reason="admitted")
+            ledger[task.project_id].take(footprint)
+            active += 1
             admitted += 1
         return admitted
+
+
+class _QuotaLedger:
+    """A project's quotas and usage for one admission pass, updated as tasks are admitted."""
+
+    def __init__(self, project_id: int, connection_id: int) -> None:
+        self.quotas = quotas.quotas_for(project_id=project_id, connection_id=connection_id)
+        self.used = {
+            q.connection_id: quotas.usage(project_id=project_id, connection_id=q.connection_id) for q in self.quotas
+        }
+
+    def blocking(self, footprint: quotas.Footprint, project: Project) -> str:
+        return quotas.blocking_limit(self.quotas, self.used, footprint, project)
+
+    def take(self, footprint: quotas.Footprint) -> None:
+        for key in self.used:
+            self.used[key] = self.used[key] + footprint
+
+
+def task_set_waiting_reason(*, task: Task, reason: str) -> None:
+    """Say why a PENDING task waits (not a transition: the state stays PENDING). An event when it changes."""
+    if task.state_reason == reason:
+        return
+    with transaction.atomic():
+        locked = task_lock(task.pk)
+        if locked.state != TaskState.PENDING or locked.state_reason == reason:
+            return
+        Task.objects.filter(pk=task.pk).update(state_reason=reason)
+        event_append(task=locked, type="waiting", message=reason)
+    task.state_reason = reason
 
 
 def attempt_create(*, task: Task, reason: str) -> Attempt:

@@ -136,9 +136,7 @@ def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observat
     """
     now = timezone.now()
     if _stop_window_passed(attempt, now):
-        backend.stop(attempt_ref(attempt))
-        Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
-        return 1
+        return _escalate_stop(backend, attempt, now)
     if observation.phase == "gone" and attempt.stop_requested_at and attempt.stop_escalated_at:
         return _finish(attempt, "stopped by force after the Runner did not stop the program in time")
     last_sign = attempt.last_heartbeat_at or attempt.runner_contact_at or attempt.cloud_created_at or attempt.created_at
@@ -156,8 +154,7 @@ def _act_on_cloud_attempt(backend: Any, attempt: Attempt, observation: Observati
     """Without a Runner the cloud's observation is the truth: copy new log bytes, then follow its phase."""
     now = timezone.now()
     if _stop_window_passed(attempt, now):
-        backend.stop(attempt_ref(attempt))
-        Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
+        _escalate_stop(backend, attempt, now)
     if observation.phase in ("running", "succeeded", "failed"):
         copy_cloud_logs(backend, attempt)
     if observation.phase == "gone":
@@ -218,6 +215,17 @@ def _suspect(attempt: Attempt, why: str, observation: Observation) -> int:
             reason=f"{why}; it is not run again by itself",
             data={"attempt": attempt.number, "evidence": why, **observation.evidence},
         )
+    return 1
+
+
+def _escalate_stop(backend: Any, attempt: Attempt, now: dt.datetime) -> int:
+    """The backend stops what the stop request did not; a cloud error is retried next pass, not fatal to it."""
+    try:
+        backend.stop(attempt_ref(attempt))
+    except BackendError as exc:
+        logger.warning("stopping %s failed, will retry: %s", attempt, exc.message)
+        return 0
+    Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
     return 1
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project, Role
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import Conflict, InvalidSpec, PermissionDenied
@@ -36,6 +37,7 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
     errors = get_backend(connection).validate(spec)
     if errors:
         raise InvalidSpec(f"invalid task document: {errors[0]['field']}: {errors[0]['message']}", errors=errors)
+    quotas.check_can_ever_fit(project=project, connection_id=connection.pk, footprint=quotas.task_footprint(spec))
     spec["project"] = project.slug
     try:
         with transaction.atomic():

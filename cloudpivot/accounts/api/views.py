@@ -1,0 +1,109 @@
+"""Tokens, projects and quotas for the signed-in user."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from cloudpivot.accounts import quotas
+from cloudpivot.accounts.models import ApiToken, Membership, Quota
+from cloudpivot.accounts.selectors import project_role, projects_visible_to
+from cloudpivot.accounts.services import api_token_create, api_token_revoke
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "hint", "created_at", "expires_at", "last_used_at", "revoked_at", "is_active"]
+        read_only_fields = fields
+
+
+class ApiTokenCreateInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    expires_in_days = serializers.IntegerField(min_value=1, max_value=3650, required=False, allow_null=True)
+
+
+class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """Your own tokens. Creating answers the token once; DELETE revokes (the record stays, for the audit)."""
+
+    serializer_class = ApiTokenSerializer
+    pagination_class = None
+
+    def get_queryset(self):
+        return ApiToken.objects.filter(user=self.request.user)
+
+    def create(self, request: Request) -> Response:
+        data = ApiTokenCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        days = data.validated_data.get("expires_in_days")
+        token, plain = api_token_create(
+            user=request.user, name=data.validated_data["name"], expires_in=dt.timedelta(days=days) if days else None
+        )
+        return Response(ApiTokenSerializer(token).data | {"token": plain}, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance: ApiToken) -> None:
+        api_token_revoke(token=instance)
+
+
+def _footprint(footprint: quotas.Footprint) -> dict:
+    return {
+        "tasks": footprint.tasks,
+        "vcpu": float(footprint.vcpu),
+        "memory_mb": footprint.memory_mb,
+        "gpus": footprint.gpus,
+    }
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug")
+    cloud = serializers.CharField(source="connection.cloud_id", default=None)
+    used = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Quota
+        fields = ["project", "cloud", "max_tasks", "max_vcpu", "max_memory_mb", "max_gpus", "max_instances", "used"]
+        read_only_fields = fields
+
+    def get_used(self, quota: Quota) -> dict:
+        return _footprint(quotas.usage(project_id=quota.project_id, connection_id=quota.connection_id))
+
+
+class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
+    lookup_field = "slug"
+    pagination_class = None
+
+    def get_queryset(self):
+        return projects_visible_to(user=self.request.user)
+
+    def get_serializer_class(self):
+        return serializers.Serializer
+
+    def _describe(self, project) -> dict:
+        return {
+            "slug": project.slug,
+            "name": project.name,
+            "role": project_role(user=self.request.user, project=project),
+            "members": Membership.objects.filter(project=project).count(),
+            "quotas": QuotaSerializer(project.quotas.select_related("connection", "project"), many=True).data,
+        }
+
+    def list(self, request: Request) -> Response:
+        return Response([self._describe(project) for project in self.get_queryset()])
+
+    def retrieve(self, request: Request, slug: str) -> Response:
+        return Response(self._describe(self.get_object()))
+
+
+class QuotaViewSet(viewsets.ReadOnlyModelViewSet):
+    """Quotas of your projects with what is in use now. Admins change them in the admin."""
+
+    serializer_class = QuotaSerializer
+    pagination_class = None
+
+    def get_queryset(self):
+        return Quota.objects.filter(project__in=projects_visible_to(user=self.request.user)).select_related(
+            "project", "connection"
+        )

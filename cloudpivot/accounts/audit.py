@@ -1,0 +1,60 @@
+"""The audit trail: one AuditEntry for every mutating request from the API, the pages and the admin.
+
+A middleware sees every write in one place, whichever interface made it, with the
+authenticated user (DRF hands its user to the Django request), the outcome and the
+client address. Nothing of the request body is kept, so no secret can end up here.
+Runner reports are machine traffic with their own history (TaskEvents) and are left out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from cloudpivot.accounts.models import AuditEntry
+
+logger = logging.getLogger(__name__)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+NOT_AUDITED_PREFIXES = ("/runner/", "/static/")
+
+
+class AuditMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if request.method not in SAFE_METHODS and not request.path.startswith(NOT_AUDITED_PREFIXES):
+            try:
+                audit_record(request, response)
+            except Exception:  # the audit must never turn a done action into an error
+                logger.exception("could not record the audit entry for %s %s", request.method, request.path)
+        return response
+
+
+def audit_record(request: HttpRequest, response: HttpResponse) -> AuditEntry:
+    user = getattr(request, "user", None)
+    authenticated = bool(user and user.is_authenticated)
+    match = request.resolver_match
+    object_ref = ",".join(str(value) for value in match.kwargs.values()) if match else ""
+    data = getattr(response, "data", None)
+    if not object_ref and isinstance(data, dict) and isinstance(data.get("id"), str | int):
+        object_ref = str(data["id"])
+    status = response.status_code
+    return AuditEntry.objects.create(
+        actor=user if authenticated else None,
+        actor_name=user.get_username() if authenticated else "",
+        via="api" if request.path.startswith("/api/") else "admin" if request.path.startswith("/admin/") else "page",
+        action=(match.view_name if match else "")[:100],
+        method=request.method,
+        path=request.path[:500],
+        object_ref=object_ref[:200],
+        status_code=status,
+        outcome="ok" if status < 400 else "error" if status >= 500 else "refused",
+        remote_addr=request.META.get("REMOTE_ADDR") or None,
+        details={"admin_action": request.POST.get("action")}
+        if request.path.startswith("/admin/") and request.POST.get("action")
+        else {},
+    )

@@ -1,0 +1,124 @@
+"""Quota arithmetic: what a task asks for, what a project uses, and which limit holds a task back.
+
+Admission is a queue, not a wall (DESIGN §2): a task that does not fit now waits with the
+reason; a task that could never fit is refused at submission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q
+
+from cloudpivot.accounts.models import Project, Quota
+from cloudpivot.exceptions import ApplicationError
+
+# Task states that hold quota: everything admitted and not finished (UNKNOWN may still run).
+HOLDING_STATES = ("SUBMITTING", "STARTING", "RUNNING", "RETRY_WAIT", "CANCELLING", "UNKNOWN")
+
+
+class QuotaExceeded(ApplicationError):
+    """The request can never fit the limits (asking more than the whole quota)."""
+
+    code = "quota_exceeded"
+    status = 422
+
+
+@dataclass
+class Footprint:
+    tasks: int = 0
+    vcpu: Decimal = Decimal(0)
+    memory_mb: int = 0
+    gpus: int = 0
+
+    def __add__(self, other: Footprint) -> Footprint:
+        return Footprint(
+            self.tasks + other.tasks, self.vcpu + other.vcpu, self.memory_mb + other.memory_mb, self.gpus + other.gpus
+        )
+
+
+# (quota field, footprint field, words, spec field path)
+LIMITS = [
+    ("max_tasks", "tasks", "tasks", ""),
+    ("max_vcpu", "vcpu", "vCPU", "resources.cpu"),
+    ("max_memory_mb", "memory_mb", "MB memory", "resources.memory_mb"),
+    ("max_gpus", "gpus", "GPUs", "resources.gpu"),
+]
+
+
+def task_footprint(spec: dict[str, Any]) -> Footprint:
+    """What one task counts against quotas: itself, its declared CPUs (1 if unsaid), memory and GPUs."""
+    resources = spec.get("resources") or {}
+    return Footprint(
+        tasks=1,
+        vcpu=Decimal(str(resources.get("cpu") or 1)),
+        memory_mb=int(resources.get("memory_mb") or 0),
+        gpus=int(resources.get("gpu") or 0),
+    )
+
+
+def quotas_for(*, project_id: int, connection_id: int) -> list[Quota]:
+    """The project-wide quota and the one for this connection, where set."""
+    return list(
+        Quota.objects.filter(
+            Q(connection__isnull=True) | Q(connection_id=connection_id), project_id=project_id
+        ).select_related("connection")
+    )
+
+
+def usage(*, project_id: int, connection_id: int | None) -> Footprint:
+    """What the project's admitted, unfinished tasks hold (on one connection, or on all)."""
+    from tasks.models import Task
+
+    tasks = Task.objects.filter(project_id=project_id, state__in=HOLDING_STATES)
+    if connection_id is not None:
+        tasks = tasks.filter(connection_id=connection_id)
+    total = Footprint()
+    for spec in tasks.values_list("normalized", flat=True):
+        total = total + task_footprint(spec)
+    return total
+
+
+def _amount(value: Any) -> str:
+    """4, 0.5, 2048: no trailing zeros."""
+    return f"{Decimal(str(value)).normalize():f}"
+
+
+def _scope(quota: Quota) -> str:
+    return f"on {quota.connection.cloud_id}" if quota.connection_id else "on all clouds"
+
+
+def check_can_ever_fit(*, project: Project, connection_id: int, footprint: Footprint) -> None:
+    """Refuse at submission what asks more than a whole quota: it would wait forever."""
+    for quota in quotas_for(project_id=project.pk, connection_id=connection_id):
+        for limit_field, amount_field, words, field in LIMITS:
+            limit, asked = getattr(quota, limit_field), getattr(footprint, amount_field)
+            if limit is not None and asked > limit:
+                asked, limit = _amount(asked), _amount(limit)
+                message = (
+                    f"the task asks {asked} {words} but project {project.slug}'s quota {_scope(quota)} "
+                    f"allows at most {limit}"
+                )
+                raise QuotaExceeded(
+                    message,
+                    errors=[{"field": field, "message": message}],
+                    extra={"resource": amount_field, "asked": asked, "limit": limit},
+                )
+
+
+def blocking_limit(
+    quotas: list[Quota], used: dict[int | None, Footprint], footprint: Footprint, project: Project
+) -> str:
+    """Words for the first limit this task would break now ("" if it fits). `used` is keyed by connection id."""
+    for quota in quotas:
+        held = used[quota.connection_id]
+        for limit_field, amount_field, words, _ in LIMITS:
+            limit = getattr(quota, limit_field)
+            if limit is not None and getattr(held, amount_field) + getattr(footprint, amount_field) > limit:
+                return (
+                    f"waiting: project {project.slug} quota {_scope(quota)}: "
+                    f"{_amount(getattr(held, amount_field))}/{_amount(limit)} {words} in use"
+                )
+    return ""

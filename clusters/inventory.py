@@ -1,0 +1,68 @@
+"""Read-only views of a cloud: its inventory (nodes, namespaces, PVCs, pods of our tasks) and current metrics.
+
+Interfaces (API, pages) call these; they ask the connection's backend and turn its errors into
+domain errors with words, so a cloud that says no is an answer, not a stack trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudpivot.exceptions import ApplicationError, NotFound
+from clusters.backends import get_backend
+from clusters.backends.base import BackendError
+from clusters.models import CloudConnection
+
+
+class CloudUnavailable(ApplicationError):
+    """The cloud could not be asked (unreachable, busy): try again later."""
+
+    code = "cloud_unavailable"
+    status = 503
+
+
+class CloudRefused(ApplicationError):
+    """The cloud answered no (credentials, permissions)."""
+
+    code = "cloud_refused"
+    status = 502
+
+
+def _domain_error(connection: CloudConnection, exc: BackendError) -> ApplicationError:
+    if exc.kind == "not_found":
+        return NotFound(exc.message)
+    if exc.kind == "transient":
+        return CloudUnavailable(f"{connection.cloud_id} did not answer: {exc.message}")
+    return CloudRefused(f"{connection.cloud_id} refused: {exc.message}")
+
+
+def cloud_inventory(*, connection: CloudConnection, kind: str) -> dict[str, Any]:
+    """{"cloud", "kind", "count", "items"}; NotFound for a kind the cloud has no inventory of."""
+    try:
+        backend = get_backend(connection)
+        kinds = tuple(getattr(backend, "inventory_kinds", ()))
+        if not hasattr(backend, "inventory"):
+            raise BackendError(f"no inventory for the {connection.cloud_id} cloud", kind="not_found")
+        if kinds and kind not in kinds:
+            raise BackendError(
+                f"unknown resource kind '{kind}' for the {connection.cloud_id} cloud; kinds: {', '.join(kinds)}",
+                kind="not_found",
+            )
+        items = backend.inventory(kind)
+    except BackendError as exc:
+        raise _domain_error(connection, exc) from None
+    return {"cloud": connection.cloud_id, "kind": kind, "count": len(items), "items": items}
+
+
+def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:
+    """Current CPU/memory use: {"available": True, "nodes", "pods", "errors"}, or {"available": False, "message"}."""
+    try:
+        backend = get_backend(connection)
+        if not hasattr(backend, "metrics"):
+            raise BackendError(f"no metrics for the {connection.cloud_id} cloud", kind="not_found")
+        figures = backend.metrics()
+    except BackendError as exc:
+        if exc.kind == "not_found":
+            return {"cloud": connection.cloud_id, "available": False, "message": exc.message}
+        raise _domain_error(connection, exc) from None
+    return {"cloud": connection.cloud_id, "available": True, **figures}

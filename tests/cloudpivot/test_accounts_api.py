@@ -1,0 +1,72 @@
+"""Tokens, projects, quotas through the API; the audit trail of every mutating request."""
+
+from __future__ import annotations
+
+import json
+
+from cloudpivot.accounts.models import ApiToken, AuditEntry, Quota
+from tests.conftest import hello_spec
+
+
+def test_a_token_is_shown_once_works_and_is_revoked(api, world):
+    created = api("bob").post("/api/v1/tokens", {"name": "billing system", "expires_in_days": 30}, format="json")
+    assert created.status_code == 201
+    plain = created.json()["token"]
+    listed = api("bob").get("/api/v1/tokens").json()
+    assert {t["name"] for t in listed} == {"test", "billing system"}
+    assert plain not in json.dumps(listed) and all("token" not in t for t in listed)
+    client = api(None)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+    assert client.get("/api/v1/tasks").status_code == 200
+    assert api("bob").delete(f"/api/v1/tokens/{created.json()['id']}").status_code == 204
+    assert client.get("/api/v1/tasks").status_code == 401
+    assert ApiToken.objects.filter(name="billing system").get().revoked_at is not None
+
+
+def test_tokens_of_others_are_invisible(api, world):
+    alices = ApiToken.objects.get(user=world.alice)
+    assert api("bob").delete(f"/api/v1/tokens/{alices.pk}").status_code == 404
+    alices.refresh_from_db()
+    assert alices.revoked_at is None
+
+
+def test_projects_and_quotas_show_my_role_and_usage(api, world):
+    Quota.objects.create(project=world.alpha, connection=world.local, max_tasks=3)
+    api("bob").post("/api/v1/tasks", data=json.dumps(hello_spec()), content_type="application/json")
+    projects = api("rita").get("/api/v1/projects").json()
+    assert [(p["slug"], p["role"]) for p in projects] == [("alpha", "reader")]
+    quota = api("rita").get("/api/v1/quotas").json()[0]
+    assert (quota["cloud"], quota["max_tasks"], quota["used"]["tasks"]) == ("local", 3, 0)  # PENDING holds nothing
+    assert api("charlie").get("/api/v1/quotas").json() == []
+    assert api("charlie").get("/api/v1/projects/alpha").status_code == 404
+
+
+def test_every_mutating_request_is_audited_without_its_body(api, world):
+    api("bob").post(
+        "/api/v1/tasks", data=json.dumps(hello_spec(env={"PASSWORD": "s3cret"})), content_type="application/json"
+    )
+    task_id = AuditEntry.objects.get(action="tasks-api:task-list").object_ref
+    api("rita").post(f"/api/v1/tasks/{task_id}/cancel")
+    api("bob").get("/api/v1/tasks")  # reads are not audited
+    entries = list(
+        AuditEntry.objects.order_by("id").values_list("actor_name", "via", "action", "outcome", "status_code")
+    )
+    assert entries == [
+        ("bob", "api", "tasks-api:task-list", "ok", 201),
+        ("rita", "api", "tasks-api:task-cancel", "refused", 403),
+    ]
+    assert "s3cret" not in json.dumps(list(AuditEntry.objects.values()), default=str)
+    assert AuditEntry.objects.filter(remote_addr="127.0.0.1").count() == 2
+
+
+def test_admin_actions_are_audited_too(client, world):
+    from django.contrib.auth import get_user_model
+
+    root = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
+    client.force_login(root)
+    token = ApiToken.objects.get(user=world.bob)
+    client.post("/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [str(token.pk)]})
+    entry = AuditEntry.objects.get()
+    assert (entry.actor_name, entry.via, entry.details) == ("root", "admin", {"admin_action": "revoke"})
+    assert client.get("/admin/accounts/auditentry/").status_code == 200
+    assert client.get(f"/admin/accounts/auditentry/{entry.pk}/change/").status_code == 200

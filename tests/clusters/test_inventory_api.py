@@ -1,0 +1,67 @@
+"""GET /api/v1/clouds/{id}/resources/{kind} and /metrics: visibility, answers in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.clusters.kube_fixture import NODES
+
+
+@pytest.fixture
+def with_node(kube):
+    kube.put(
+        NODES,
+        None,
+        {"metadata": {"name": "node-1"}, "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "3500m"}}},
+    )
+
+
+def test_members_see_the_inventory_of_their_clouds(api, kube_connection, with_node):
+    for user in ("alice", "bob", "rita"):
+        answer = api(user).get("/api/v1/clouds/k3s-lab/resources/nodes")
+        assert answer.status_code == 200, answer.content
+        assert answer.json()["count"] == 1
+        assert answer.json()["items"][0]["allocatable"] == {"cpu": "3500m"}
+
+
+def test_a_cloud_the_user_may_not_use_is_404(api, kube_connection):
+    for path in ("resources/nodes", "metrics"):
+        answer = api("charlie").get(f"/api/v1/clouds/k3s-lab/{path}")
+        assert answer.status_code == 404
+    assert api(None).get("/api/v1/clouds/k3s-lab/resources/nodes").status_code in (401, 403)
+
+
+def test_an_unknown_kind_is_404_with_the_kinds_there_are(api, kube_connection):
+    answer = api("bob").get("/api/v1/clouds/k3s-lab/resources/flavors")
+    assert answer.status_code == 404
+    assert answer.json()["code"] == "not_found"
+    assert "kinds: nodes, namespaces, pvcs, pods" in answer.json()["message"]
+
+
+def test_the_local_cloud_has_no_inventory_and_no_metrics(api, world):
+    answer = api("bob").get("/api/v1/clouds/local/resources/nodes")
+    assert answer.status_code == 404
+    assert "no inventory for the local cloud" in answer.json()["message"]
+    metrics = api("bob").get("/api/v1/clouds/local/metrics")
+    assert metrics.status_code == 200 and metrics.json()["available"] is False
+
+
+def test_metrics_say_clearly_when_the_cluster_serves_none(api, kube, kube_connection):
+    answer = api("bob").get("/api/v1/clouds/k3s-lab/metrics")
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "cloud": "k3s-lab",
+        "available": False,
+        "message": answer.json()["message"],
+    }
+    assert "metrics API not available on this cluster" in answer.json()["message"]
+    kube.configure(metrics_served=True, node_metrics=[{"name": "node-1", "usage": {"cpu": "1", "memory": "2Gi"}}])
+    served = api("bob").get("/api/v1/clouds/k3s-lab/metrics").json()
+    assert served["available"] is True and served["nodes"][0]["memory"] == "2Gi" and served["pods"] == []
+
+
+def test_a_refusing_cloud_is_a_502_in_words(api, kube, kube_connection):
+    kube.configure(permissions=set())
+    answer = api("bob").get("/api/v1/clouds/k3s-lab/resources/nodes")
+    assert answer.status_code == 502
+    assert answer.json()["code"] == "cloud_refused" and "403 Forbidden" in answer.json()["message"]
