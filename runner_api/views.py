@@ -17,6 +17,7 @@ class RunnerView(APIView):
     authentication_classes = [RunnerCredentialAuthentication]
     permission_classes = [IsAuthenticated]
     throttle_classes: list = []
+    schema = None  # machine protocol, documented in docs/runner.md, not part of the user API schema
 
     def validated(self, serializer_class, request: Request) -> dict:
         serializer = serializer_class(data=request.data)

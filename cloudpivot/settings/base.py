@@ -134,6 +134,17 @@ STORAGES = {
 # ---------------------------------------------------------------- Redis (optional)
 REDIS_URL = env.str("REDIS_URL", default="")
 
+# ---------------------------------------------------------------- cache
+# Shared by all processes in the scale-out mode, so allauth's login rate limits hold across them.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "cloudpivot",
+        }
+    }
+
 # ---------------------------------------------------------------- Channels
 # The channel layer is only a doorbell ("something new at seq N"); the database is the record.
 if REDIS_URL:
