@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test lint check fmt bench clean
+.PHONY: run test browser lint check fmt bench clean
 
 $(VENV)/.base-installed: requirements/base.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,12 @@ run: $(VENV)/.base-installed
 	PORT=$(PORT) $(PY) manage.py serve --bootstrap
 
 ## test: install what the tests need, lint, check migrations, run the suite
-test: $(VENV)/.dev-installed lint check
+test: $(VENV)/.dev-installed browser lint check
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## browser: Debian's Chromium for the browser tests (Playwright drives it; never `playwright install`)
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 ## bench: benchmarks (tests/bench/bench_*.py); they print figures and assert nothing about time
 bench: $(VENV)/.dev-installed
@@ -42,3 +46,4 @@ fmt: $(VENV)/.dev-installed
 
 clean:
 	rm -rf $(VENV) var
+

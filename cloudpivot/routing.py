@@ -1,3 +1,5 @@
-"""Websocket routes of all apps (the task and dashboard streams arrive with the portal)."""
+"""Websocket routes of all apps."""
 
-websocket_urlpatterns: list = []
+from tasks.routing import websocket_urlpatterns as task_routes
+
+websocket_urlpatterns: list = [*task_routes]

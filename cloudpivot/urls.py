@@ -19,6 +19,8 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", healthz, name="healthz"),
+    path("", include("tasks.urls")),
+    path("clouds/", include("clusters.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(api_v1)),

@@ -1,19 +1,23 @@
+"""The dashboard: the user's running, queued and recent tasks, usable clouds and quota usage."""
+
+from __future__ import annotations
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
 
-from clusters.selectors import connections_visible_to
-from tasks.selectors import tasks_visible_to
+from tasks.portal import connections_with_load, dashboard_tasks
 
 
 @login_required
+@require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    """A minimal start page until the portal lands: recent tasks and usable clouds."""
-    return render(
-        request,
-        "home.html",
-        {
-            "tasks": tasks_visible_to(user=request.user)[:20],
-            "clouds": connections_visible_to(user=request.user),
-        },
-    )
+    context = {"sections": dashboard_tasks(user=request.user), "since": timezone.now().isoformat()}
+    if request.htmx and not request.htmx.boosted:
+        return render(request, "_dashboard_tasks.html", context)
+    context["clouds"] = connections_with_load(user=request.user)
+    # Quotas arrive with their own issue; until then the dashboard says there are none.
+    context["quotas"] = []
+    return render(request, "home.html", context)

@@ -51,7 +51,8 @@ def server_environment(*, port: int, runs_dir: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE",)}
     env.update(
         {
-            "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base",
+            # The test settings: the test database's password hashes (MD5) and static files without collectstatic.
+        "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.test",
             "DATABASE_URL": database_url(),
             "DJANGO_SECRET_KEY": settings.SECRET_KEY,
             "CLOUDPIVOT_VAR_DIR": str(settings.VAR_DIR),

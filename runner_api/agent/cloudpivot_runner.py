@@ -98,7 +98,9 @@ def log(message: str) -> None:
 
 
 def utc_stamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    """Event times to the microsecond: start-up phases are often less than a second apart."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%06dZ" % int(now % 1 * 1000000)
 
 
 def signal_name(number: int) -> str:

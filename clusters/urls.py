@@ -1,0 +1,11 @@
+"""Cloud pages."""
+
+from django.urls import path
+
+from clusters import views
+
+app_name = "clusters"
+urlpatterns = [
+    path("", views.cloud_list, name="cloud_list"),
+    path("<slug:cloud_id>/", views.cloud_detail, name="cloud_detail"),
+]

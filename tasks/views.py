@@ -1,0 +1,250 @@
+"""Task pages: list, detail (with live status and log), submit, and the cancel/retry actions.
+
+Every path starts from tasks.selectors, so a foreign or missing task is a 404; writes
+call one service each. htmx requests for the list and the detail panels get fragments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from cloudpivot.accounts.selectors import projects_visible_to
+from cloudpivot.exceptions import Conflict, InvalidSpec, NotFound, PermissionDenied
+from clusters.selectors import connections_visible_to
+from tasks import portal, selectors, services
+from tasks.choices import TaskState
+from tasks.filtersets import TaskFilterSet
+from tasks.forms import TaskDocumentForm, TaskSubmitForm, example_document, initial_from_task, new_idempotency_key
+from tasks.models import Task
+
+PAGE_SIZE = 25
+SORTS = {
+    "created": ("created_at", "id"),
+    "name": ("name", "-created_at"),
+    "state": ("state", "-created_at"),
+    "cloud": ("connection__cloud_id", "-created_at"),
+    "project": ("project__slug", "-created_at"),
+    "owner": ("owner__username", "-created_at"),
+}
+
+
+def _task_or_404(request: HttpRequest, task_id: Any) -> Task:
+    try:
+        return selectors.task_get_for_user(user=request.user, task_id=task_id)
+    except NotFound:
+        raise Http404("No such task.") from None
+
+
+def _fragment(request: HttpRequest) -> bool:
+    return bool(request.htmx) and not request.htmx.boosted
+
+
+def _order(sort: str) -> tuple[str, tuple[str, ...]]:
+    key = sort.lstrip("-")
+    if key not in SORTS:
+        return "-created", ("-created_at", "-id")
+    fields = SORTS[key]
+    if sort.startswith("-"):
+        fields = (f"-{fields[0]}", *fields[1:])
+    return sort, fields
+
+
+@login_required
+@require_GET
+def task_list(request: HttpRequest) -> HttpResponse:
+    """All tasks the user may see, filtered by the shared TaskFilterSet, sorted and paginated on the server."""
+    filterset = TaskFilterSet(request.GET, queryset=selectors.tasks_visible_to(user=request.user))
+    sort, ordering = _order(request.GET.get("sort", "-created"))
+    tasks = filterset.qs.order_by(*ordering) if filterset.is_valid() else Task.objects.none()
+    page = Paginator(tasks, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "filterset": filterset,
+        "sort": sort,
+        "states": TaskState.choices,
+        "selected_states": request.GET.getlist("state"),
+        "clouds": connections_visible_to(user=request.user).values_list("cloud_id", flat=True),
+        "projects": projects_visible_to(user=request.user).values_list("slug", flat=True),
+    }
+    return render(request, "tasks/_task_table.html" if _fragment(request) else "tasks/task_list.html", context)
+
+
+def _detail_context(request: HttpRequest, task: Task) -> dict[str, Any]:
+    return {
+        "task": task,
+        "perms": portal.task_permissions(user=request.user, task=task),
+        "attempts": list(task.attempts.order_by("-number")),
+    }
+
+
+@login_required
+@require_GET
+def task_detail(request: HttpRequest, task_id: Any) -> HttpResponse:
+    task = _task_or_404(request, task_id)
+    attempt = portal.latest_attempt(task)
+    context = _detail_context(request, task) | {
+        "events": list(task.events.order_by("seq")),
+        "log": portal.log_tail(task=task, attempt=attempt),
+        "commands": portal.copy_commands(task=task, base_url=request.build_absolute_uri("/").rstrip("/")),
+    }
+    return render(request, "tasks/task_detail.html", context)
+
+
+@login_required
+@require_GET
+def task_panels(request: HttpRequest, task_id: Any) -> HttpResponse:
+    """The parts of the detail page that change with the state (htmx refreshes them on a websocket event)."""
+    task = _task_or_404(request, task_id)
+    return render(request, "tasks/_task_panels.html", _detail_context(request, task))
+
+
+def _act(request: HttpRequest, task_id: Any, action: str) -> HttpResponse:
+    task = _task_or_404(request, task_id)
+    try:
+        selectors.task_check_can_act(user=request.user, task=task)
+        if action == "cancel":
+            services.task_cancel(task_id=task.pk, user=request.user)
+            messages.success(request, "Cancel requested.")
+        else:
+            services.task_retry(task_id=task.pk, user=request.user)
+            messages.success(request, "Retry requested: the task runs again as a new attempt.")
+    except PermissionDenied as exc:
+        raise DjangoPermissionDenied(exc.message) from None
+    except Conflict as exc:
+        messages.error(request, exc.message)
+    return redirect("tasks:task_detail", task_id=task.pk)
+
+
+@login_required
+@require_POST
+def task_cancel(request: HttpRequest, task_id: Any) -> HttpResponse:
+    return _act(request, task_id, "cancel")
+
+
+@login_required
+@require_POST
+def task_retry(request: HttpRequest, task_id: Any) -> HttpResponse:
+    return _act(request, task_id, "retry")
+
+
+def _int_param(request: HttpRequest, name: str, default: int | None = None) -> int | None:
+    value = request.GET.get(name, "")
+    if value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise Http404(f"{name} must be a whole number") from None
+    if number < 0:
+        raise Http404(f"{name} must not be negative")
+    return number
+
+
+@login_required
+@require_GET
+def task_log(request: HttpRequest, task_id: Any) -> JsonResponse:
+    """Log text that ends at `before` (the "load earlier" button): {attempt, start, end, data}."""
+    task = _task_or_404(request, task_id)
+    attempt = _int_param(request, "attempt")
+    before = _int_param(request, "before")
+    if not attempt or before is None:
+        return JsonResponse({"message": "attempt and before are required"}, status=400)
+    return JsonResponse(portal.log_before(task=task, attempt_number=attempt, before=before))
+
+
+@login_required
+@require_GET
+def task_log_download(request: HttpRequest, task_id: Any) -> StreamingHttpResponse:
+    """The whole stored log of one attempt (the latest by default) as plain text, streamed."""
+    task = _task_or_404(request, task_id)
+    number = _int_param(request, "attempt")
+    attempt = task.attempts.filter(number=number).first() if number else portal.latest_attempt(task)
+    if attempt is None:
+        raise Http404("This task has no log yet.")
+    from django.core.handlers.asgi import ASGIRequest
+
+    content = portal.log_bytes_aiter(attempt) if isinstance(request, ASGIRequest) else portal.log_bytes_iter(attempt)
+    response = StreamingHttpResponse(content, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{attempt.external_name}.log"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+# ---------------------------------------------------------------------------- submit
+@login_required
+def task_create(request: HttpRequest) -> HttpResponse:
+    """Submit page: the common fields as a form, or the whole document as JSON/YAML. Both call task_submit."""
+    clouds = list(connections_visible_to(user=request.user).values_list("cloud_id", flat=True))
+    projects = [p.slug for p in portal.submit_projects(user=request.user)]
+    options = {"clouds": clouds, "projects": projects}
+    mode = request.POST.get("mode") or request.GET.get("mode") or "form"
+    if request.method == "POST":
+        form_class, prefix = (TaskDocumentForm, "raw") if mode == "raw" else (TaskSubmitForm, "form")
+        bound = form_class(request.POST, prefix=prefix, **(options if prefix == "form" else {}))
+        if bound.is_valid():
+            task = _submit(request, bound)
+            if task is not None:
+                messages.success(request, f"Task {task.short_id} submitted.")
+                return redirect("tasks:task_detail", task_id=task.pk)
+        form = bound if prefix == "form" else _blank_form(options)
+        raw = bound if prefix == "raw" else TaskDocumentForm(prefix="raw", initial=_raw_initial(clouds))
+        bound.describe_errors()
+        status = 400
+    else:
+        form, raw, mode = _initial_forms(request, options)
+        status = 200
+    context = {"form": form, "raw": raw, "mode": mode, "clouds": clouds, "projects": projects}
+    return render(request, "tasks/task_form.html", context, status=status)
+
+
+def _submit(request: HttpRequest, form: TaskSubmitForm | TaskDocumentForm) -> Task | None:
+    document = form.document() if isinstance(form, TaskSubmitForm) else form.cleaned_data["document"]
+    key = form.cleaned_data.get("idempotency_key") or ""
+    try:
+        task, _created = services.task_submit(user=request.user, document=document, idempotency_key=key)
+    except InvalidSpec as exc:
+        form.add_spec_errors(exc.errors or [{"field": "", "message": exc.message}])
+    except (PermissionDenied, Conflict) as exc:
+        form.add_error(None, exc.message)
+        if isinstance(exc, Conflict):  # the key was used for another document: the next try gets a new one
+            form.data = form.data.copy()
+            form.data[form.add_prefix("idempotency_key")] = new_idempotency_key()
+    else:
+        return task
+    return None
+
+
+def _raw_initial(clouds: list[str]) -> dict[str, str]:
+    return {"document": example_document(clouds), "idempotency_key": new_idempotency_key()}
+
+
+def _blank_form(options: dict[str, Any]) -> TaskSubmitForm:
+    initial = {"retry_limit": 0, "idempotency_key": new_idempotency_key()}
+    if options["clouds"]:
+        initial["cloud"] = options["clouds"][0]
+    return TaskSubmitForm(prefix="form", initial=initial, **options)
+
+
+def _initial_forms(request: HttpRequest, options: dict[str, Any]) -> tuple[TaskSubmitForm, TaskDocumentForm, str]:
+    """Empty forms, or (clone and edit) forms holding another task's document."""
+    source = None
+    if request.GET.get("clone"):
+        try:
+            source = _task_or_404(request, request.GET["clone"])
+        except Http404:
+            messages.error(request, "The task to clone was not found.")
+    if source is None:
+        raw = TaskDocumentForm(prefix="raw", initial=_raw_initial(options["clouds"]))
+        return _blank_form(options), raw, "raw" if request.GET.get("mode") == "raw" else "form"
+    initial, document, needs_raw = initial_from_task(source)
+    form = TaskSubmitForm(prefix="form", initial=initial | {"idempotency_key": new_idempotency_key()}, **options)
+    raw = TaskDocumentForm(prefix="raw", initial={"document": document, "idempotency_key": new_idempotency_key()})
+    return form, raw, "raw" if needs_raw else "form"

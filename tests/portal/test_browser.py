@@ -1,0 +1,246 @@
+"""The portal in headless Chromium (Playwright), against a real Daphne on loopback.
+
+Tasks really run: the test process plays the worker (reconcile passes in a background
+thread, enqueued jobs inline), the Runner reports to the Daphne the browser talks to.
+The server is tests/portal/conftest.py's portal_daphne (the shared `daphne` fixture serves
+no static files). The browser logs in through the login page with a real password. Screenshots of the main
+pages go to docs/screenshots/ (CLOUDPIVOT_SCREENSHOT_DIR overrides; empty: none).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django_q.conf import Conf
+
+from tasks.models import Task
+from tasks.services import reconcile_pass
+from tests import helpers
+from tests.portal.conftest import submit
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = os.environ.get("CLOUDPIVOT_SCREENSHOT_DIR", str(helpers.BASE_DIR / "docs" / "screenshots"))
+LAPTOP = {"width": 1280, "height": 860}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
+    # Playwright's sync API keeps an asyncio loop in this thread; Django's ORM refuses to run beside
+    # a running loop unless told that it is safe, which it is: nothing else runs on that loop.
+    with pytest.MonkeyPatch.context() as patch, playwright_api.sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def worker(portal_live):
+    """Reconcile passes every 0.2 s in a background thread, as the ticker job does in a worker."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def loop():
+        try:
+            while not stop.is_set():
+                try:
+                    reconcile_pass()
+                except Exception as exc:  # reported at teardown; the loop goes on like a worker would
+                    errors.append(exc)
+                stop.wait(0.2)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, name="reconcile-worker", daemon=True)
+    thread.start()
+    yield portal_live
+    stop.set()
+    thread.join(timeout=30)
+    assert not errors, errors
+
+
+@pytest.fixture
+def open_page(browser, portal_live, world):
+    """open_page("bob") → a fresh browser context logged in as bob through the login page."""
+    _passwords_for_daphne(world)
+    contexts = []
+
+    def login(name: str, viewport: dict | None = None):
+        context = browser.new_context(viewport=viewport or LAPTOP, base_url=portal_live.url)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto("/tasks/")
+        assert "/accounts/login/" in page.url  # the page sent us to log in first
+        page.get_by_label("Username or email").fill(name)
+        page.get_by_label("Password").fill(f"pw-{name}")
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(re.compile(r"/tasks/$"))
+        return page
+
+    yield login
+    for context in contexts:
+        context.close()
+
+
+def _passwords_for_daphne(world) -> None:
+    """The world's passwords are MD5-hashed (test settings); Daphne runs the base settings, which do not
+    accept MD5. Store the same passwords as PBKDF2 (few iterations: Daphne verifies, then upgrades them)."""
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+    hasher = PBKDF2PasswordHasher()
+    for name in ("alice", "bob", "rita", "charlie"):
+        user = getattr(world, name)
+        user.password = hasher.encode(f"pw-{name}", hasher.salt(), iterations=1000)
+        user.save(update_fields=["password"])
+
+
+def screenshot(page, name: str, full_page: bool = False) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=full_page)
+
+
+def fill_form(page, *, command: list[str], name: str = "", env: str = "") -> None:
+    page.goto("/tasks/new")
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Command").fill("\n".join(command))
+    page.get_by_label("Environment").fill(env)
+
+
+def badge(page, task_id):
+    return page.locator(f'#task-summary [data-task-badge="{task_id}"]')
+
+
+def current_task_id(page) -> str:
+    return re.search(r"/tasks/([0-9a-f-]{36})/", page.url).group(1)
+
+
+def test_a_researcher_submits_a_task_and_watches_log_and_state_live(open_page, worker, world):
+    page = open_page("bob")
+    dashboard = open_page("bob")
+    dashboard.goto("/")
+    expect(dashboard.locator("[data-live-status]")).to_have_text("Live")
+
+    program = (
+        "import time; print('line 1', flush=True); time.sleep(2); "
+        "print('line 2', flush=True); time.sleep(2); print('line 3')"
+    )
+    fill_form(page, command=["python3", "-c", program], name="watch me", env="GREETING=hello")
+    page.get_by_role("button", name="Submit task").first.click()
+    page.wait_for_url(re.compile(r"/tasks/[0-9a-f-]{36}/$"))
+    task_id = current_task_id(page)
+    page.evaluate("window.__notReloaded = true")
+
+    log = page.locator("#task-log")
+    expect(log).to_contain_text("line 1", timeout=30_000)
+    assert "line 3" not in log.inner_text()  # the text streams in while the program runs
+    expect(badge(page, task_id)).to_have_attribute("data-state", "RUNNING")
+    expect(badge(page, task_id)).to_have_attribute("data-state", "SUCCEEDED", timeout=30_000)
+    expect(log).to_have_text(re.compile(r"line 1\nline 2\nline 3\n?"))
+    expect(page.locator("#task-events")).to_contain_text("SUCCEEDED")
+    # htmx refreshed the panels: the attempt has finished, and there is nothing left to cancel.
+    expect(page.locator("#task-attempts tbody")).to_contain_text("Finished")
+    expect(page.locator("#task-summary")).to_contain_text("exited with code 0")
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    expect(page.locator("#log-earlier")).to_be_hidden()
+    assert page.evaluate("window.__notReloaded") is True
+    screenshot(page, "task-detail", full_page=True)
+
+    # The dashboard opened before the submit learnt about the task, also without a reload.
+    expect(dashboard.locator(f'[data-task-badge="{task_id}"]').first).to_have_attribute(
+        "data-state", "SUCCEEDED", timeout=15_000
+    )
+    dashboard.reload()
+    screenshot(dashboard, "dashboard")
+
+    page.goto("/tasks/")
+    expect(page.locator(f'[data-task-badge="{task_id}"]')).to_have_text("Succeeded")
+    screenshot(page, "tasks-list")
+    page.goto("/clouds/")
+    expect(page.get_by_role("link", name="local")).to_be_visible()
+    screenshot(page, "clouds")
+
+    phone = open_page("bob", viewport=PHONE)
+    phone.goto(f"/tasks/{task_id}/")
+    expect(phone.locator("#task-log")).to_contain_text("line 3")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # no sideways scrolling
+    screenshot(phone, "task-detail-phone")
+
+
+def test_cancel_stops_a_running_task(open_page, worker, world):
+    page = open_page("bob")
+    fill_form(page, command=["sleep", "600"], name="long sleep")
+    page.get_by_role("button", name="Submit task").first.click()
+    page.wait_for_url(re.compile(r"/tasks/[0-9a-f-]{36}/$"))
+    task_id = current_task_id(page)
+    expect(badge(page, task_id)).to_have_attribute("data-state", "RUNNING", timeout=30_000)
+    page.get_by_role("button", name="Cancel").click()  # confirms the dialog (see open_page)
+    expect(page.locator(".message.success")).to_contain_text("Cancel requested")
+    expect(badge(page, task_id)).to_have_attribute("data-state", "CANCELLED", timeout=30_000)
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    expect(page.get_by_role("button", name="Retry")).to_be_visible()
+    assert Task.objects.get(pk=task_id).state == "CANCELLED"
+
+
+def test_a_bad_spec_shows_its_error_next_to_the_field(open_page, portal_live, world):
+    page = open_page("bob")
+    fill_form(page, command=["echo", "hi"], env="1BAD=x")
+    page.get_by_role("button", name="Submit task").first.click()
+    field = page.locator("#field-form-env")
+    expect(field.locator(".error")).to_contain_text("not a valid environment variable name: 1BAD")
+    expect(page.get_by_label("Environment")).to_have_attribute("aria-invalid", "true")
+    screenshot(page, "submit-error")
+
+    page.get_by_role("tab", name="JSON / YAML").click()
+    editor = page.get_by_label("Task document (JSON or YAML)")
+    editor.fill('{"cloud": "local", "command": ["echo", 5]}')
+    page.locator("#panel-raw").get_by_role("button", name="Submit task").click()
+    expect(page.locator("#field-raw-document .error")).to_contain_text("command.1: must be a string")
+    expect(page.get_by_role("tab", name="JSON / YAML")).to_have_attribute("aria-selected", "true")
+    assert not Task.objects.exists()
+
+
+def test_a_reader_sees_the_task_but_no_cancel_button_and_the_api_refuses(open_page, portal_live, world, monkeypatch):
+    monkeypatch.setattr(Conf, "SYNC", False)  # admission stays queued: the task waits, PENDING
+    task = submit(world.bob, name="bobs task")
+    page = open_page("rita")
+    page.goto(f"/tasks/{task.pk}/")
+    expect(page.get_by_role("heading", name="bobs task")).to_be_visible()
+    expect(page.locator("[data-live-status]")).to_have_text("Live")
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    status = page.evaluate(
+        """async (id) => {
+            const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
+            const headers = {"X-CSRFToken": token};
+            const response = await fetch(`/api/v1/tasks/${id}/cancel`, {method: "POST", headers});
+            return response.status;
+        }""",
+        str(task.pk),
+    )
+    assert status == 403
+    assert Task.objects.get(pk=task.pk).state == "PENDING"
