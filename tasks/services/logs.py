@@ -17,18 +17,17 @@ READ_LIMIT_BYTES = 1024 * 1024
 
 
 def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> int:
-    """Append bytes at the stream's current length; return the new length.
+    """Append a Runner's bytes at the stream's current length; return the new length.
 
     A resend of bytes already stored is acknowledged and ignored; a chunk that would leave
     a gap is refused with the offset the server expects. Bytes past the task's cap are
     counted but not kept (one `log_truncated` event says so).
     """
-    field = "log_stdout_bytes" if stream == LogStream.STDOUT else "log_stderr_bytes"
     with transaction.atomic():
-        attempt = Attempt.objects.select_for_update().select_related("task").get(pk=attempt.pk)
-        if attempt.is_closed or attempt.number != attempt.task.attempts_count:
+        task, attempt = _lock(attempt)
+        if attempt.is_closed or attempt.number != task.attempts_count:
             raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
-        length = getattr(attempt, field)
+        length = getattr(attempt, _LENGTH[stream])
         if offset > length:
             raise Conflict(
                 f"{stream} is {length} bytes long; send from there",
@@ -36,47 +35,62 @@ def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> in
                 errors=[{"field": "offset", "message": f"expected {length}"}],
                 extra={"expected_offset": length},
             )
-        data = data[length - offset :]
-        if not data:
-            return length
-        keep = max(0, min(len(data), settings.LOG_MAX_BYTES_PER_TASK - attempt.log_bytes))
-        if keep:
-            LogChunk.objects.create(
-                task_id=attempt.task_id,
-                attempt=attempt,
-                stream=stream,
-                offset=length,
-                position=attempt.log_bytes,
-                data=data[:keep],
-            )
-        if keep < len(data) and not attempt.log_dropped_bytes:
-            task = task_lock(attempt.task_id)
-            event_append(
-                task=task,
-                type="log_truncated",
-                message=f"the log reached its cap of {settings.LOG_MAX_BYTES_PER_TASK} bytes; later output is not kept",
-                data={"attempt": attempt.number},
-            )
-        if keep:
-            task_id, position = attempt.task_id, attempt.log_bytes + keep
-            transaction.on_commit(lambda: realtime.ring_log(task_id=task_id, position=position))
-        setattr(attempt, field, length + len(data))
-        Attempt.objects.filter(pk=attempt.pk).update(
-            **{
-                field: length + len(data),
-                "log_bytes": attempt.log_bytes + keep,
-                "log_dropped_bytes": attempt.log_dropped_bytes + len(data) - keep,
-                "last_heartbeat_at": timezone.now(),  # a Runner that sends logs is alive
-            }
+        if _store(task, attempt, stream, data[length - offset :]):
+            _save_counters(attempt, last_heartbeat_at=timezone.now())  # a Runner that sends logs is alive
+        return getattr(attempt, _LENGTH[stream])
+
+
+def log_append_copied(*, attempt: Attempt, pieces: list[Any], cursor: dict[str, Any]) -> None:
+    """Store what was copied from a cloud's own log (no Runner) and where copying stands, in one transaction."""
+    with transaction.atomic():
+        task, attempt = _lock(attempt)
+        for piece in pieces:
+            _store(task, attempt, piece.stream, piece.data)
+        _save_counters(attempt, log_cursor=cursor)
+
+
+_LENGTH = {LogStream.STDOUT: "log_stdout_bytes", LogStream.STDERR: "log_stderr_bytes"}
+
+
+def _lock(attempt: Attempt) -> tuple[Task, Attempt]:
+    """Task first, then attempt: the same order as every other writer, so two of them never deadlock."""
+    task = task_lock(attempt.task_id)
+    return task, Attempt.objects.select_for_update().get(pk=attempt.pk)
+
+
+def _store(task: Task, attempt: Attempt, stream: str, data: bytes) -> bool:
+    """Add bytes at the end of one stream of the locked attempt (counters in memory); False if there were none."""
+    if not data:
+        return False
+    length = getattr(attempt, _LENGTH[stream])
+    keep = max(0, min(len(data), settings.LOG_MAX_BYTES_PER_TASK - attempt.log_bytes))
+    if keep:
+        LogChunk.objects.create(
+            task_id=task.pk, attempt=attempt, stream=stream, offset=length, position=attempt.log_bytes, data=data[:keep]
         )
-        return length + len(data)
+        task_id, position = task.pk, attempt.log_bytes + keep
+        transaction.on_commit(lambda: realtime.ring_log(task_id=task_id, position=position))
+    if keep < len(data) and not attempt.log_dropped_bytes:
+        event_append(
+            task=task,
+            type="log_truncated",
+            data={"attempt": attempt.number},
+            message=f"the log reached its cap of {settings.LOG_MAX_BYTES_PER_TASK} bytes; later output is not kept",
+        )
+    setattr(attempt, _LENGTH[stream], length + len(data))
+    attempt.log_bytes += keep
+    attempt.log_dropped_bytes += len(data) - keep
+    return True
 
 
-def log_append_next(*, attempt: Attempt, stream: str, data: bytes) -> int:
-    """Append bytes copied from the cloud (no Runner): at the end of the stream, whatever its length now."""
-    field = "log_stdout_bytes" if stream == LogStream.STDOUT else "log_stderr_bytes"
-    length = Attempt.objects.values_list(field, flat=True).get(pk=attempt.pk)
-    return log_append(attempt=attempt, stream=stream, offset=length, data=data)
+def _save_counters(attempt: Attempt, **extra: Any) -> None:
+    Attempt.objects.filter(pk=attempt.pk).update(
+        log_stdout_bytes=attempt.log_stdout_bytes,
+        log_stderr_bytes=attempt.log_stderr_bytes,
+        log_bytes=attempt.log_bytes,
+        log_dropped_bytes=attempt.log_dropped_bytes,
+        **extra,
+    )
 
 
 def log_read(

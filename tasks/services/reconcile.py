@@ -31,7 +31,7 @@ from tasks.services.execution import (
     stopped_state,
 )
 from tasks.services.lifecycle import event_append, task_transition
-from tasks.services.logs import log_append_next
+from tasks.services.logs import log_append_copied
 
 logger = logging.getLogger(__name__)
 # A SUBMITTING attempt whose start job has not recorded anything for this long is started again.
@@ -244,11 +244,8 @@ def copy_cloud_logs(backend: Any, attempt: Attempt) -> None:
     except BackendError as exc:
         logger.info("log copy for %s failed: %s", attempt, exc.message)
         return
-    for piece in pieces:
-        if piece.data:
-            log_append_next(attempt=attempt, stream=piece.stream, data=piece.data)
-    if cursor != attempt.log_cursor:
-        Attempt.objects.filter(pk=attempt.pk).update(log_cursor=cursor)
+    if pieces or cursor != attempt.log_cursor:
+        log_append_copied(attempt=attempt, pieces=pieces, cursor=cursor)
         attempt.log_cursor = cursor
 
 

@@ -153,3 +153,23 @@ def test_the_heartbeat_answers_the_stop_flag(attempt, world):
     assert events(client).json() == {"acked_seq": 1, "stop_requested": True}
     events(client, ev(2, "exited", exit_code=None, signal=15))
     assert Task.objects.get(pk=attempt.task_id).state == "CANCELLED"
+
+
+def test_bytes_past_the_log_cap_are_counted_not_kept_and_said_once(attempt, settings):
+    settings.LOG_MAX_BYTES_PER_TASK = 10
+    client = runner(attempt)
+
+    def send(offset, data):
+        body = {"stream": "stdout", "offset": offset, "data": base64.b64encode(data).decode()}
+        return client.post("/runner/v1/logs", body, format="json").json()["next_offset"]
+
+    assert send(0, b"123456") == 6
+    assert send(6, b"7890abcdef") == 16  # the Runner's offsets go on ...
+    assert send(16, b"more") == 20
+    from tasks.services.logs import log_read
+
+    task = Task.objects.get(pk=attempt.task_id)
+    assert log_read(task=task)["data"] == "1234567890"  # ... but only the cap is kept
+    assert task.events.filter(type="log_truncated").count() == 1
+    attempt.refresh_from_db()
+    assert (attempt.log_bytes, attempt.log_dropped_bytes) == (10, 10)
