@@ -52,7 +52,7 @@ def server_environment(*, port: int, runs_dir: Path) -> dict[str, str]:
     env.update(
         {
             # The test settings: the test database's password hashes (MD5) and static files without collectstatic.
-        "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.test",
+            "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.test",
             "DATABASE_URL": database_url(),
             "DJANGO_SECRET_KEY": settings.SECRET_KEY,
             "CLOUDPIVOT_VAR_DIR": str(settings.VAR_DIR),
