@@ -7,7 +7,8 @@ import os
 from cloudpivot.settings.base import *  # noqa: F403
 from cloudpivot.settings.base import DATABASES, Q_CLUSTER, VAR_DIR
 
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# MD5 first for speed; PBKDF2 still verifies passwords saved the production way.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", "django.contrib.auth.hashers.PBKDF2PasswordHasher"]
 # Set CLOUDPIVOT_TEST_DB_SUFFIX to run two test sessions side by side on one machine.
 _suffix = os.environ.get("CLOUDPIVOT_TEST_DB_SUFFIX", "main")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
