@@ -18,8 +18,9 @@ class Task(BaseModel):
     """One batch task bound at submission to one connection. Only tasks.services.lifecycle writes `state`."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks")
+    # Indexed by the composite indexes below (project/owner, newest first), which serve lists in order.
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks", db_index=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tasks", db_index=False)
     connection = models.ForeignKey(CloudConnection, on_delete=models.PROTECT, related_name="tasks")
     # Copied at submission: later edits to the connection do not change existing tasks.
     backend = models.CharField(max_length=16, editable=False)
@@ -55,8 +56,9 @@ class Task(BaseModel):
         ]
         indexes = [
             models.Index(fields=["state", "created_at"], name="tasks_task_state_created"),
-            models.Index(fields=["project", "-created_at"], name="tasks_task_project_created"),
-            models.Index(fields=["owner", "-created_at"], name="tasks_task_owner_created"),
+            models.Index(fields=["project", "-created_at", "-id"], name="tasks_task_project_newest"),
+            models.Index(fields=["owner", "-created_at", "-id"], name="tasks_task_owner_newest"),
+            models.Index(fields=["-created_at", "-id"], name="tasks_task_newest"),
         ]
 
     def __str__(self) -> str:
