@@ -47,3 +47,7 @@ fmt: $(VENV)/.dev-installed
 clean:
 	rm -rf $(VENV) var
 
+.PHONY: openstack
+## openstack: the development OpenStack (fake hypervisor) on 127.0.0.1; idempotent (deploy/dev/openstack/up.sh)
+openstack:
+	deploy/dev/openstack/up.sh

@@ -43,3 +43,29 @@ class RunnerPrincipal:
 
     def __str__(self) -> str:
         return f"runner of {self.attempt.external_name}"
+
+
+class BootstrapSecretAuthentication(authentication.BaseAuthentication):
+    """Only for POST /runner/v1/bootstrap: a one-time `cpb_…` secret (runner_api/bootstrap.py).
+
+    This checks the secret without spending it; the view spends it, so that only a POST can.
+    """
+
+    def authenticate(self, request):
+        from runner_api import bootstrap
+
+        header = authentication.get_authorization_header(request).decode(errors="replace")
+        keyword, _, value = header.partition(" ")
+        value = value.strip()
+        if keyword != "Bearer" or not value:
+            raise exceptions.NotAuthenticated("A bootstrap secret is required: Authorization: Bearer cpb_…")
+        if not value.startswith(bootstrap.PREFIX):
+            raise exceptions.AuthenticationFailed("Only a bootstrap secret (cpb_…) is accepted here.")
+        try:
+            attempt = bootstrap.bootstrap_check(secret=value)
+        except bootstrap.BootstrapRefused as exc:
+            raise exceptions.AuthenticationFailed(f"Bootstrap refused: {exc}.") from None
+        return RunnerPrincipal(attempt), value
+
+    def authenticate_header(self, request) -> str:
+        return "Bearer"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from runner_api.authentication import RunnerCredentialAuthentication
+from runner_api import bootstrap
+from runner_api.authentication import BootstrapSecretAuthentication, RunnerCredentialAuthentication
 from runner_api.serializers import EventsInputSerializer, HeartbeatInputSerializer, LogsInputSerializer
 from tasks.services import runner_reports
 from tasks.services.logs import log_append
@@ -56,3 +58,16 @@ class LogsView(RunnerView):
         return Response(
             {"next_offset": next_offset, "stop_requested": runner_reports.runner_stop_requested(attempt=request.auth)}
         )
+
+
+class BootstrapView(RunnerView):
+    """Exchange a VM's one-time bootstrap secret for its attempt credential; the secret then stops working."""
+
+    authentication_classes = [BootstrapSecretAuthentication]
+
+    def post(self, request: Request) -> Response:
+        try:
+            attempt = bootstrap.bootstrap_exchange(secret=request.auth, peer=request.META.get("REMOTE_ADDR") or "")
+        except bootstrap.BootstrapRefused as exc:
+            raise AuthenticationFailed(f"Bootstrap refused: {exc}.") from None
+        return Response({"credential": bootstrap.attempt_credential(attempt), "attempt": attempt.external_name})

@@ -87,6 +87,14 @@ class TaskAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{task.short_id}: {exc.message}", messages.WARNING)
         self.message_user(request, f"{verb} {done} tasks.", messages.SUCCESS)
 
+    def save_model(self, request, obj, form, change) -> None:
+        """Only the owner is editable here, and it changes through the service (checked, and in the history)."""
+        if change and "owner" in form.changed_data:
+            try:
+                services.task_change_owner(task_id=obj.pk, new_owner=form.cleaned_data["owner"], actor=request.user)
+            except ApplicationError as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+
     @admin.action(description="Cancel the selected tasks")
     def cancel(self, request, queryset):
         self._apply(request, queryset, services.task_cancel, "Cancelled")

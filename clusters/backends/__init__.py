@@ -11,6 +11,7 @@ from clusters.models import CloudConnection
 BACKENDS: dict[str, str] = {
     BackendKind.LOCAL: "clusters.backends.local.LocalBackend",
     BackendKind.KUBERNETES: "clusters.backends.kubernetes.KubernetesBackend",
+    BackendKind.OPENSTACK: "clusters.backends.openstack.OpenStackBackend",
 }
 
 

@@ -56,6 +56,7 @@ HEARTBEAT_PATH = "/runner/v1/heartbeat"
 HEARTBEAT_MAX_SKIPS = 9  # a full heartbeat (with usage figures) at least every 10 intervals
 EVENTS_PATH = "/runner/v1/events"
 LOGS_PATH = "/runner/v1/logs"
+BOOTSTRAP_PATH = "/runner/v1/bootstrap"
 
 # Configuration keys, in the order of the table in docs/runner.md.
 SETTINGS = {
@@ -63,6 +64,7 @@ SETTINGS = {
     "credential_file": "CLOUDPIVOT_CREDENTIAL_FILE",
     "ca_file": "CLOUDPIVOT_CA_FILE",
     "state_dir": "CLOUDPIVOT_STATE_DIR",
+    "bootstrap_file": "CLOUDPIVOT_BOOTSTRAP_FILE",
 }
 
 HELP_EPILOG = """\
@@ -71,6 +73,9 @@ Settings come from the flags, else from the environment, else from the --config 
   CLOUDPIVOT_CREDENTIAL_FILE  file holding the per-attempt bearer credential (cpr_...)
   CLOUDPIVOT_CA_FILE          CA bundle for the server's certificate (default: system store)
   CLOUDPIVOT_STATE_DIR        directory for the outbox, the program's output and the state
+  CLOUDPIVOT_BOOTSTRAP_FILE   optional one-time bootstrap secret (cpb_...): when the credential
+                              file does not exist yet, the Runner first exchanges this secret for
+                              the credential, stores it (mode 600) and deletes the bootstrap file
 
 The Runner fetches its assignment, starts the program through a shim in its own process
 group, tails its stdout/stderr to the server, sends heartbeats and events, and exits once
@@ -161,11 +166,12 @@ class ConfigError(Exception):
 
 
 class Config:
-    def __init__(self, server_url: str, credential_file: str, ca_file, state_dir: str):
+    def __init__(self, server_url: str, credential_file: str, ca_file, state_dir: str, bootstrap_file=None):
         self.server_url = server_url
         self.credential_file = credential_file
         self.ca_file = ca_file
         self.state_dir = state_dir
+        self.bootstrap_file = bootstrap_file
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="JSON file with server_url, credential_file, ca_file, state_dir (lowest precedence)",
+        help="JSON file with server_url, credential_file, ca_file, state_dir, bootstrap_file (lowest precedence)",
     )
     parser.add_argument("--server-url", dest="server_url", metavar="URL", help="base URL of CloudPivot")
     parser.add_argument(
@@ -189,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--ca-file", dest="ca_file", metavar="FILE", help="CA bundle to verify the server with")
     parser.add_argument("--state-dir", dest="state_dir", metavar="DIR", help="the Runner's state directory")
+    parser.add_argument(
+        "--bootstrap-file",
+        dest="bootstrap_file",
+        metavar="FILE",
+        help="one-time bootstrap secret, exchanged for the credential when the credential file does not exist yet",
+    )
     parser.add_argument("--version", action="version", version="cloudpivot-runner " + VERSION)
     return parser
 
@@ -250,6 +262,7 @@ def load_config(args: argparse.Namespace) -> Config:
         credential_file=os.path.abspath(values["credential_file"]),
         ca_file=os.path.abspath(values["ca_file"]) if values.get("ca_file") else None,
         state_dir=os.path.abspath(values["state_dir"]),
+        bootstrap_file=os.path.abspath(values["bootstrap_file"]) if values.get("bootstrap_file") else None,
     )
 
 
@@ -263,6 +276,32 @@ def read_credential(path: str) -> str:
     if not value or not value.isprintable() or any(char.isspace() for char in value):
         raise ConfigError("the credential file %s must hold exactly one token" % path)
     return value
+
+
+def bootstrap_credential(config: Config, ssl_context) -> str:
+    """Exchange the one-time bootstrap secret for the attempt credential (docs/runner.md, "Bootstrap").
+
+    The credential is stored (mode 600) before the bootstrap file is deleted: the secret works once,
+    so losing the answer would leave this Runner without a credential.
+    """
+    try:
+        secret = read_credential(config.bootstrap_file)
+    except ConfigError as exc:
+        raise ConfigError("bootstrap: %s" % exc) from None
+    client = Client(config.server_url, secret, ssl_context, threading.Event())
+    answer = client.call("POST", BOOTSTRAP_PATH, {})
+    credential = answer.get("credential")
+    if not isinstance(credential, str) or not credential or not credential.isprintable() or " " in credential:
+        raise ConfigError("bootstrap: the server's answer holds no credential")
+    directory = os.path.dirname(config.credential_file)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    tmp = "%s.tmp-%d" % (config.credential_file, os.getpid())
+    write_synced(tmp, (credential + "\n").encode(), 0o600)
+    os.replace(tmp, config.credential_file)
+    fsync_dir(directory)
+    os.unlink(config.bootstrap_file)
+    log("exchanged the bootstrap secret for the attempt credential, stored in %s" % config.credential_file)
+    return credential
 
 
 def make_ssl_context(ca_file):
@@ -1089,8 +1128,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args)
-        credential = read_credential(config.credential_file)
         ssl_context = make_ssl_context(config.ca_file)
+        bootstrap = bool(config.bootstrap_file) and not os.path.exists(config.credential_file)
+        credential = None if bootstrap else read_credential(config.credential_file)
     except ConfigError as exc:
         log("configuration error: %s" % exc)
         return EXIT_CONFIG
@@ -1103,9 +1143,17 @@ def main(argv=None) -> int:
         log("configuration error: cannot use the state directory %s: %s" % (config.state_dir, exc))
         return EXIT_CONFIG
     try:
+        if credential is None:
+            credential = bootstrap_credential(config, ssl_context)
         return Runner(config, credential, ssl_context).run()
+    except ConfigError as exc:
+        log("configuration error: %s" % exc)
+        return EXIT_CONFIG
     except CredentialRefused as exc:
-        log("%s; the credential in %s is not (or no longer) valid for this attempt" % (exc, config.credential_file))
+        if credential is None:
+            log("%s; the bootstrap secret in %s is not (or no longer) valid" % (exc, config.bootstrap_file))
+        else:
+            log("%s; the credential in %s is not (or no longer) valid for this attempt" % (exc, config.credential_file))
         return EXIT_REFUSED
     except ServerRejected as exc:
         log("giving up, the server keeps rejecting requests: %s" % exc)

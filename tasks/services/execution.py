@@ -349,3 +349,28 @@ def executing_attempts(connection: CloudConnection) -> list[Attempt]:
         .filter(task__connection=connection, task__state__in=EXECUTING, closed_at__isnull=True)
         .exclude(external_ref="")
     )
+
+
+def task_change_owner(*, task_id: Any, new_owner: AbstractBaseUser, actor: AbstractBaseUser) -> Task:
+    """An admin hands a task to another member of its project; the history says who did it."""
+    from cloudpivot.accounts.models import Role
+    from cloudpivot.accounts.selectors import project_role, role_at_least
+
+    with transaction.atomic():
+        task = task_lock(task_id)
+        previous = task.owner
+        if previous.pk == new_owner.pk:
+            return task
+        if not role_at_least(project_role(user=new_owner, project=task.project), Role.SUBMITTER):
+            raise Conflict(
+                f"{new_owner} is not a submitter or admin of {task.project}; add them to it first", code="not_a_member"
+            )
+        Task.objects.filter(pk=task.pk).update(owner=new_owner)
+        task.owner = new_owner
+        event_append(
+            task=task,
+            type="owner_changed",
+            message=f"owner changed from {previous} to {new_owner} by {actor}",
+            data={"from": previous.get_username(), "to": new_owner.get_username(), "by": actor.get_username()},
+        )
+    return task

@@ -139,6 +139,10 @@ def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observat
         return _escalate_stop(backend, attempt, now)
     if observation.phase == "gone" and attempt.stop_requested_at and attempt.stop_escalated_at:
         return _finish(attempt, "stopped by force after the Runner did not stop the program in time")
+    if not attempt.stop_requested_at:
+        verdict = _cloud_verdict(backend, attempt, observation)
+        if verdict:
+            return verdict
     last_sign = attempt.last_heartbeat_at or attempt.runner_contact_at or attempt.cloud_created_at or attempt.created_at
     silent_for = (now - last_sign).total_seconds()
     if silent_for > settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS and attempt.task.state != TaskState.UNKNOWN:
@@ -148,6 +152,39 @@ def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observat
         backend.ensure_started(attempt_ref(attempt))
         return 1
     return 0
+
+
+def _cloud_verdict(backend: Any, attempt: Attempt, observation: Observation) -> int:
+    """Cloud facts about a Runner backend's machine that need not wait for the heartbeat deadline.
+
+    - The machine broke (ERROR) before its Runner ever spoke: the program never ran, FAILED
+      (the retry policy applies).
+    - It broke or vanished after contact: the program may have run, UNKNOWN with the evidence.
+    - It is up but its Runner never reported by the boot deadline: FAILED, with the console
+      tail as an event so the user sees why.
+    """
+    status = observation.evidence.get("server_status")
+    if observation.phase == "failed" and attempt.runner_contact_at is None:
+        return _finish(attempt, observation.reason, observation=observation)
+    if status in ("ERROR", "absent"):
+        return _finish(attempt, observation.reason, evidence=observation)
+    never_reported = getattr(backend, "runner_never_reported", None)
+    verdict = never_reported and never_reported(
+        attempt_ref(attempt), observation, runner_contact_at=attempt.runner_contact_at
+    )
+    if not verdict:
+        return 0
+    with transaction.atomic():
+        task, locked = lock_task_and_attempt(attempt)
+        if not locked.is_closed:
+            event_append(
+                task=task,
+                type="console",
+                message="console log tail of the server",
+                data={"attempt": locked.number, "tail": verdict["console_tail"][-8000:]},
+            )
+    failed = Observation(observation.external_name, exists=True, phase="failed", reason=verdict["reason"])
+    return _finish(attempt, verdict["reason"], observation=failed)
 
 
 def _act_on_cloud_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:

@@ -57,3 +57,38 @@ def test_tokens_are_revoked_not_shown(staff_client, world):
     token.refresh_from_db()
     assert token.revoked_at is not None
     assert Task.objects.count() == 0
+
+
+def test_changing_a_tasks_owner_goes_through_the_service_and_is_logged(staff_client, world):
+    from cloudpivot.accounts.models import AuditEntry
+
+    task, _ = task_submit(user=world.bob, document=hello_spec())
+    url = f"/admin/tasks/task/{task.pk}/change/"
+    page = staff_client.get(url)
+    assert b'name="owner"' in page.content
+    staff_client.post(url, form_data(page.content.decode()) | {"owner": world.alice.pk})
+    task.refresh_from_db()
+    assert task.owner == world.alice
+    event = task.events.get(type="owner_changed")
+    assert event.data == {"from": "bob", "to": "alice", "by": "root"}
+    assert AuditEntry.objects.filter(via="admin", object_ref=str(task.pk), outcome="ok").exists()
+    # Someone outside the project cannot become the owner.
+    staff_client.post(url, form_data(staff_client.get(url).content.decode()) | {"owner": world.charlie.pk})
+    task.refresh_from_db()
+    assert task.owner == world.alice
+
+
+def form_data(html: str) -> dict[str, str]:
+    """The inputs of an admin change form as a browser would send them (inline management forms included)."""
+    from html.parser import HTMLParser
+
+    data: dict[str, str] = {}
+
+    class Inputs(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag == "input" and attrs.get("name") and attrs.get("type") not in ("submit", "checkbox"):
+                data[attrs["name"]] = attrs.get("value") or ""
+
+    Inputs().feed(html)
+    return data

@@ -11,7 +11,9 @@ from clusters.models import CloudConnection
 
 class Command(BaseCommand):
     help = (
-        "Check a cloud connection: reachability, credentials and (Kubernetes) the permissions CloudPivot needs. "
+        "Check a cloud connection: reachability, credentials and what CloudPivot needs there (Kubernetes: "
+        "permissions; OpenStack: Keystone login, compute/image/network services, the default flavor, image, "
+        "networks and key pair). "
         "Exits non-zero when something is missing."
     )
 
@@ -25,6 +27,9 @@ class Command(BaseCommand):
             raise CommandError(f"no cloud connection '{cloud_id}' (known: {known})")
         try:
             backend = get_backend(connection)
+            if hasattr(backend, "requirements"):
+                self._check_requirements(cloud_id, connection, backend)
+                return
             health = backend.health()
         except BackendError as exc:
             raise CommandError(f"{cloud_id}: {exc.message}") from None
@@ -51,3 +56,19 @@ class Command(BaseCommand):
                 "Grant them with the Role in docs/backends/kubernetes.md."
             )
         self.stdout.write(self.style.SUCCESS(f"{cloud_id}: everything CloudPivot needs is allowed"))
+
+    def _check_requirements(self, cloud_id: str, connection: CloudConnection, backend) -> None:
+        """OpenStack: each thing CloudPivot needs, checked and said in words."""
+        results = backend.requirements()
+        self.stdout.write(f"{cloud_id} ({connection.backend}):")
+        for r in results:
+            mark = "ok     " if r["ok"] else ("MISSING" if r["required"] else "absent ")
+            self.stdout.write(f"  {mark} {r['what']}: {r['detail']}")
+        missing = [r for r in results if r["required"] and not r["ok"]]
+        if missing:
+            words = "; ".join(f"{r['what']} ({r['detail']})" for r in missing)
+            raise CommandError(
+                f"{cloud_id}: missing {len(missing)} thing(s) CloudPivot needs: {words}. "
+                "See docs/backends/openstack.md."
+            )
+        self.stdout.write(self.style.SUCCESS(f"{cloud_id}: everything CloudPivot needs is there"))

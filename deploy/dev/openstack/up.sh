@@ -1,0 +1,104 @@
+#!/bin/bash
+# CloudPivot's development OpenStack (Zed, Debian 12 packages, Nova's fake virt driver): idempotent.
+#   1. installs the Debian packages if any is missing          (install.sh)
+#   2. configures everything if $CP_OS_STATE/.configured is missing (configure.sh)
+#   3. starts each service that is not running, waits until the hypervisor is up
+#   4. makes the flavor and image CloudPivot's tests use, and prints where things are
+# Loopback only. Reuses the machine's RabbitMQ (vhost $CP_OS_RABBIT_VHOST); private PostgreSQL on $CP_OS_PG_PORT.
+# Stop with down.sh; start over with: down.sh && rm -rf $CP_OS_STATE
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/env.sh"; . "$HERE/lib.sh"
+T0=$(date +%s)
+lap() { echo "TIMING up $1 at +$(( $(date +%s) - T0 ))s"; }
+[ "$(id -u)" = 0 ] || { echo "up.sh must run as root (apt, runuser postgres)"; exit 1; }
+
+"$HERE/install.sh"
+lap packages
+
+# the machine's RabbitMQ
+if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  echo "  RabbitMQ is down; starting it"
+  rabbitmq-server -detached
+  wait_port 5672 90
+fi
+
+exec 9>/tmp/cloudpivot-openstack-up.lock      # one up.sh at a time (tests and make may race)
+flock 9
+if [ ! -e "$S/.configured" ]; then
+  if [ -e "$S" ]; then
+    echo "  $S is half-configured (an earlier run failed); starting it over"
+    "$HERE/down.sh" >/dev/null 2>&1 || true
+    rm -rf "$S"
+  fi
+  "$HERE/configure.sh"
+  lap configured
+fi
+
+pg_running || runuser -u postgres -- $PGBIN/pg_ctl -D $S/pg/data -l $S/pg/postgresql.log -w start >/dev/null
+rabbitmqctl -q list_vhosts | grep -qx "$CP_OS_RABBIT_VHOST" || {
+  rabbitmqctl -q add_vhost "$CP_OS_RABBIT_VHOST"
+  rabbitmqctl -q set_permissions -p "$CP_OS_RABBIT_VHOST" guest '.*' '.*' '.*' >/dev/null
+}
+
+pid_alive keystone || start_bg keystone uwsgi --ini $S/etc/uwsgi/keystone.ini
+wait_http "http://$CP_OS_HOST:$CP_OS_KEYSTONE_PORT/v3" 60
+if [ ! -e $S/.catalog ]; then /usr/bin/python3 "$HERE/register_catalog.py" && touch $S/.catalog; fi
+lap keystone+catalog
+
+fresh_neutron=0
+pid_alive glance-api || start_bg glance-api glance-api --config-file $S/etc/glance/glance-api.conf
+pid_alive placement || start_bg placement uwsgi --ini $S/etc/uwsgi/placement.ini
+pid_alive neutron-server || { start_bg neutron-server neutron-server \
+    --config-file $S/etc/neutron/neutron.conf --config-file $S/etc/neutron/ml2_conf.ini; fresh_neutron=1; }
+NC="--config-file $S/etc/nova/nova.conf"               # nova-compute: no DB credentials
+NCDB="$NC --config-file $S/etc/nova/nova-db.conf"      # api, conductor, scheduler, nova-manage
+pid_alive nova-api || start_bg nova-api uwsgi --ini $S/etc/uwsgi/nova-api.ini
+pid_alive nova-conductor || start_bg nova-conductor nova-conductor $NCDB
+pid_alive nova-scheduler || start_bg nova-scheduler nova-scheduler $NCDB
+pid_alive nova-compute || start_bg nova-compute nova-compute $NC
+wait_http "http://$CP_OS_HOST:$CP_OS_GLANCE_PORT/" 60
+wait_http "http://$CP_OS_HOST:$CP_OS_PLACEMENT_PORT/" 60
+wait_http "http://$CP_OS_HOST:$CP_OS_NEUTRON_PORT/" 90
+if [ $fresh_neutron = 1 ]; then
+  # neutron 21 + SQLAlchemy 1.4: a worker whose first query is GET /v2.0/ports fails (mappers not
+  # configured yet). Any other query first (networks) configures them.
+  openstack network list >/dev/null
+  openstack port list >/dev/null
+fi
+wait_http "http://$CP_OS_HOST:$CP_OS_NOVA_PORT/" 90
+lap services
+
+# nova-compute registered in placement and its host mapped into cell1
+ok=0
+for _ in $(seq 1 45); do
+  if [ "$(openstack hypervisor list -f value -c State 2>/dev/null | grep -c up)" -ge 1 ]; then ok=1; break; fi
+  nova-manage $NCDB cell_v2 discover_hosts >/dev/null 2>&1 || true
+  sleep 2
+done
+[ $ok = 1 ] || { echo "FAILED: nova-compute/hypervisor not up (see $S/log/nova-compute.log)"; exit 1; }
+lap hypervisor
+
+# what CloudPivot's tests boot: a tiny flavor, a 4 KiB raw image, and a flavor whose disk no host has
+# (within quota, so Nova accepts it and the scheduler puts the server in ERROR: "No valid host was found")
+openstack flavor show $CP_OS_FLAVOR >/dev/null 2>&1 || openstack flavor create --ram 64 --disk 1 --vcpus 1 $CP_OS_FLAVOR >/dev/null
+openstack flavor show cp.nohost >/dev/null 2>&1 || openstack flavor create --ram 64 --disk 5000000 --vcpus 1 cp.nohost >/dev/null
+if [ ! -e $S/.quotas ]; then   # room for the benchmarks (100+ servers at once)
+  openstack quota set --instances 1000 --cores 4000 --ram 4096000 admin && touch $S/.quotas
+fi
+if ! openstack image show $CP_OS_IMAGE >/dev/null 2>&1; then
+  head -c 4096 /dev/zero > $S/fake-image.raw
+  openstack image create --disk-format raw --container-format bare --file $S/fake-image.raw $CP_OS_IMAGE >/dev/null
+fi
+lap ready
+cat <<EOT
+OpenStack (fake hypervisor) is up on 127.0.0.1:
+  keystone  $CP_OS_AUTH_URL   (admin / $CP_OS_PASS, project admin)
+  nova :$CP_OS_NOVA_PORT  glance :$CP_OS_GLANCE_PORT  placement :$CP_OS_PLACEMENT_PORT  neutron :$CP_OS_NEUTRON_PORT
+  postgres :$CP_OS_PG_PORT (private)   rabbitmq 127.0.0.1:5672 vhost $CP_OS_RABBIT_VHOST
+  clouds.yaml  $CP_OS_CLOUDS_YAML  (cloud "$CP_OS_CLOUD"); flavor $CP_OS_FLAVOR, image $CP_OS_IMAGE, networks none
+  state, logs  $S  (logs in $S/log)
+  CLI          . $HERE/env.sh && openstack server list
+  stop         $HERE/down.sh
+EOT
+echo "TIMING up total=$(( $(date +%s) - T0 ))s"

@@ -1,0 +1,125 @@
+"""A real OpenStack on loopback (deploy/dev/openstack/up.sh) and the VM's part, played honestly.
+
+The fake virt driver runs no guest. `play_vm` does what cloud-init and systemd would do in it: it reads the
+server's user data back from Nova (the API, not CloudPivot's copy), writes the files it lists under a
+directory standing in for the VM's root, and starts the real Runner with exactly that configuration.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import openstack
+import openstack.config
+import pytest
+import yaml
+
+from clusters.models import CloudConnection
+from tests import helpers
+
+UP = helpers.BASE_DIR / "deploy" / "dev" / "openstack" / "up.sh"
+RUNNER = helpers.BASE_DIR / "runner_api" / "agent" / "cloudpivot_runner.py"
+STATE = Path(os.environ.get("CP_OS_STATE", "/tmp/cloudpivot-openstack"))
+CLOUD = "cloudpivot-dev"
+# One installation id per test session: our server lists see only this session's servers.
+INSTALLATION = f"test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def openstack_cloud(tmp_path_factory):
+    """The development OpenStack, started (installed, configured) if needed; an admin SDK connection to it."""
+    log = tmp_path_factory.mktemp("openstack") / "up.log"
+    with log.open("wb") as out:
+        result = subprocess.run(["bash", str(UP)], stdout=out, stderr=subprocess.STDOUT, timeout=1200)
+    assert result.returncode == 0, f"up.sh failed:\n{log.read_text()[-4000:]}"
+    clouds_yaml = STATE / "clouds.yaml"
+    config = openstack.config.OpenStackConfig(config_files=[str(clouds_yaml)])
+    conn = openstack.connection.Connection(config=config.get_one(cloud=CLOUD))
+    yield SimpleNamespace(clouds_yaml=str(clouds_yaml), cloud=CLOUD, conn=conn)
+    tag = f"cloudpivot-{INSTALLATION}"
+    for server in conn.compute.servers(tags=tag):  # whatever a failed test left behind
+        conn.compute.delete_server(server.id, ignore_missing=True)
+
+
+@pytest.fixture
+def os_live(live, world, openstack_cloud, settings):
+    """The `live` world (real Daphne, jobs inline) plus an `os-dev` connection to the real OpenStack."""
+    settings.INSTALLATION_ID = INSTALLATION
+    settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS = 60
+    connection = CloudConnection.objects.create(
+        cloud_id="os-dev",
+        backend="openstack",
+        credentials_ref=openstack_cloud.clouds_yaml,
+        options={
+            "cloud": openstack_cloud.cloud,
+            "flavor": "cp.tiny",
+            "image": "cp-runner-fake",
+            "networks": "none",
+            "boot_deadline_seconds": 300,
+        },
+    )
+    connection.projects.add(world.alpha)
+    yield SimpleNamespace(connection=connection, conn=openstack_cloud.conn, daphne=live, world=world)
+    conn = openstack_cloud.conn
+    for server in list(conn.compute.servers(tags=f"cloudpivot-{INSTALLATION}")):  # leave nothing to the next test
+        conn.compute.delete_server(server.id, ignore_missing=True)
+
+
+@pytest.fixture
+def vms(tmp_path):
+    """play(server_id) → a VM stand-in whose Runner runs on this host; all are stopped at the end."""
+    started: list[SimpleNamespace] = []
+
+    def play(conn, server_id: str) -> SimpleNamespace:
+        vm = play_vm(conn, server_id, tmp_path / f"vm-{len(started)}")
+        started.append(vm)
+        return vm
+
+    yield play
+    for vm in started:
+        if vm.process.poll() is None:
+            os.killpg(vm.process.pid, signal.SIGKILL)
+            vm.process.wait(timeout=5)
+
+
+def play_vm(conn, server_id: str, root: Path) -> SimpleNamespace:
+    """cloud-init + systemd of the VM, from the user data Nova holds for the server."""
+    server = conn.compute.get_server(server_id)
+    assert server.user_data, "Nova returned no user data for the server"
+    text = base64.b64decode(server.user_data).decode()
+    assert text.startswith("#cloud-config\n")
+    document = yaml.safe_load(text)
+    files = {entry["path"]: entry for entry in document["write_files"]}
+    for path, entry in files.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(entry["content"])
+        target.chmod(int(entry["permissions"], 8))
+    assert ["systemctl", "enable", "--now", "cloudpivot-runner.service"] in document["runcmd"]
+    unit = files["/etc/systemd/system/cloudpivot-runner.service"]["content"]
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    config_path = exec_start.split("--config", 1)[1].strip()
+    config = json.loads((root / config_path.lstrip("/")).read_text())
+    # The VM's absolute paths, under the stand-in root
+    host_config = {key: str(root / v.lstrip("/")) if v.startswith("/") else v for key, v in config.items()}
+    (root / "host-runner.json").write_text(json.dumps(host_config))
+    log = root / "runner.log"
+    process = subprocess.Popen(
+        [sys.executable, str(RUNNER), "--config", str(root / "host-runner.json")],
+        stdin=subprocess.DEVNULL,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": str(root)},
+    )
+    return SimpleNamespace(
+        root=root, process=process, log=log, config=config, host_config=host_config, files=files, user_data=text
+    )
