@@ -19,16 +19,36 @@ from django.db import connection
 BASE_DIR = Path(settings.BASE_DIR)
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
-    """Poll until `predicate()` is truthy; fail with `what` when the deadline passes."""
+def wait_for(
+    predicate: Callable[[], Any], *, timeout: float = 30, interval: float = 0.1, what: str | Callable[[], str] = "it"
+):
+    """Poll until `predicate()` is truthy; fail with `what` (text, or a function giving it) at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
+
+
+def drive(task: Any, until: set[str], *, timeout: float = 30, interval: float = 0.1) -> Any:
+    """Run reconcile passes, as the ticker job does, until the task reaches one of `until`."""
+    from tasks.services import reconcile_pass
+
+    def reached() -> bool:
+        reconcile_pass()
+        task.refresh_from_db()
+        return task.state in until
+
+    wait_for(
+        reached,
+        timeout=timeout,
+        interval=interval,
+        what=lambda: f"the task to reach {sorted(until)}; it is {task.state}: {task.state_reason}",
+    )
+    return task
 
 
 def free_port() -> int:

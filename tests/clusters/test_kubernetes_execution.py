@@ -16,6 +16,7 @@ from tasks.services import reconcile_pass, task_cancel
 from tasks.services.execution import attempt_ref, attempt_start
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
+from tests import helpers
 from tests.clusters.kube_fixture import JOBS
 from tests.helpers import wait_for
 
@@ -30,18 +31,6 @@ def inline_jobs(monkeypatch):
 def submit(world, **spec) -> Task:
     document = {"cloud": "k3s-lab", "image": "python:3.12-slim", "command": ["python3", "-c", "print('hi')"], **spec}
     task, _ = task_submit(user=world.bob, document=document)
-    return task
-
-
-def drive(task: Task, *, until: set[str], timeout: float = 15) -> Task:
-    """Run reconcile passes, as the ticker does, until the task reaches one of `until`."""
-
-    def reached():
-        reconcile_pass()
-        task.refresh_from_db()
-        return task.state in until
-
-    wait_for(reached, timeout=timeout, interval=0.05, what=f"task to reach {until} (is {task.state})")
     return task
 
 
@@ -62,14 +51,14 @@ def test_a_container_task_runs_and_its_log_outlives_the_pod(kube, kube_connectio
     assert attempt.external_ref == kube.jobs()[name]["metadata"]["uid"]
 
     kube.schedule(name)
-    task = drive(task, until={"STARTING"})
+    task = helpers.drive(task, until={"STARTING"})
     kube.run(name)
     kube.log(name, "hello; $HOME\n")
-    task = drive(task, until={"RUNNING"})
+    task = helpers.drive(task, until={"RUNNING"})
     wait_for(lambda: reconcile_pass() is not None and "hello" in log_read(task=task)["data"], what="log copy")
     kube.log(name, "second line\nno newline at the end")
     kube.finish(name, 0)
-    task = drive(task, until={"SUCCEEDED", "FAILED", "UNKNOWN"})
+    task = helpers.drive(task, until={"SUCCEEDED", "FAILED", "UNKNOWN"})
 
     assert task.state == "SUCCEEDED", task.state_reason
     assert task.exit_code == 0
@@ -98,9 +87,9 @@ def test_a_failing_container_ends_failed_with_a_reason_in_words(
     task = submit(world, resources={"memory_mb": 64})
     name = job_name(task)
     kube.run(name)
-    task = drive(task, until={"RUNNING"})
+    task = helpers.drive(task, until={"RUNNING"})
     act(kube, name)
-    task = drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN", "RETRY_WAIT"})
+    task = helpers.drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN", "RETRY_WAIT"})
     assert task.state == "FAILED"
     assert words in task.state_reason
     assert task.exit_code == exit_code
@@ -122,7 +111,7 @@ def test_an_image_that_cannot_be_pulled_fails_after_the_grace_period(kube, kube_
     )
     task.refresh_from_db()
     assert task.state == "STARTING"  # still within the grace period
-    task = drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"})
+    task = helpers.drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"})
     assert task.state == "FAILED"
     assert "the image registry.example/nope:1 cannot be pulled (ImagePullBackOff" in task.state_reason
 
@@ -143,7 +132,7 @@ def test_an_unschedulable_task_says_why_it_waits_and_can_be_cancelled(kube, kube
     task.refresh_from_db()
     assert task.state == "STARTING"
     task_cancel(task_id=task.pk, user=world.bob)
-    task = drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"})
+    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"})
     assert task.state == "CANCELLED"
     assert name not in kube.jobs()
 
@@ -152,13 +141,13 @@ def test_cancel_deletes_the_job_and_ends_cancelled(kube, kube_connection, world,
     task = submit(world, command=["sleep", "600"])
     name = job_name(task)
     kube.run(name)
-    task = drive(task, until={"RUNNING"})
+    task = helpers.drive(task, until={"RUNNING"})
     task_cancel(task_id=task.pk, user=world.bob)
     task.refresh_from_db()
     assert task.state == "CANCELLING"
     assert name not in kube.jobs()  # the stop job ran at once (inline) and deleted the Job
     assert kube.call(lambda: kube.api.pods_of("tasks", name)) == []
-    task = drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"})
+    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"})
     assert task.state == "CANCELLED"
     assert "stopped" in task.state_reason
 
@@ -168,9 +157,9 @@ def test_a_job_past_its_deadline_ends_timed_out(kube, kube_connection, world, in
     name = job_name(task)
     assert kube.jobs()[name]["spec"]["activeDeadlineSeconds"] == 600
     kube.run(name)
-    task = drive(task, until={"RUNNING"})
+    task = helpers.drive(task, until={"RUNNING"})
     kube.expire_deadline(name)
-    task = drive(task, until={"TIMED_OUT", "FAILED", "UNKNOWN"})
+    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "UNKNOWN"})
     assert task.state == "TIMED_OUT"
     assert "deadline of 600 s" in task.state_reason
 
@@ -179,7 +168,7 @@ def test_cloudpivots_own_timeout_stops_the_job_and_ends_timed_out(kube, kube_con
     task = submit(world, command=["sleep", "600"], timeout_seconds=1)
     name = job_name(task)
     kube.run(name)
-    task = drive(task, until={"TIMED_OUT", "FAILED", "UNKNOWN"}, timeout=15)
+    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "UNKNOWN"}, timeout=15)
     assert task.state == "TIMED_OUT"
     assert name not in kube.jobs()
 
@@ -189,12 +178,12 @@ def test_a_vanished_pod_or_job_makes_the_task_unknown(kube, kube_connection, wor
     task = submit(world, command=["sleep", "600"])
     name = job_name(task)
     kube.run(name)
-    task = drive(task, until={"RUNNING"})
+    task = helpers.drive(task, until={"RUNNING"})
     if vanish == "pod":
         kube.delete_pod(name)
     else:
         kube.call(lambda: kube.api.system("DELETE", f"/apis/batch/v1/namespaces/tasks/jobs/{name}"))
-    task = drive(task, until={"UNKNOWN", "FAILED", "SUCCEEDED"})
+    task = helpers.drive(task, until={"UNKNOWN", "FAILED", "SUCCEEDED"})
     assert task.state == "UNKNOWN"
     assert "vanished" in task.state_reason or "no longer exists" in task.state_reason
     assert "retry it if it is safe" in task.state_reason
@@ -222,7 +211,7 @@ def test_a_crash_between_create_and_recording_the_uid_leaves_one_job(
     assert len(kube.call(lambda: kube.api.pods_of("tasks", attempt.external_name))) == 1
     kube.run(attempt.external_name)
     kube.finish(attempt.external_name, 0)
-    task = drive(task, until={"SUCCEEDED", "FAILED", "UNKNOWN"})
+    task = helpers.drive(task, until={"SUCCEEDED", "FAILED", "UNKNOWN"})
     assert task.state == "SUCCEEDED"
 
 

@@ -29,16 +29,6 @@ def spec(command, **extra):
     return {"cloud": "os-dev", "command": command, **extra}
 
 
-def drive(task: Task, until: set[str], timeout: float) -> Task:
-    def reached():
-        reconcile_pass()
-        task.refresh_from_db()
-        return task.state in until
-
-    helpers.wait_for(reached, timeout=timeout, interval=0.3, what=f"{until} (is {task.state}: {task.state_reason})")
-    return task
-
-
 def state_changes(task: Task) -> list[str]:
     return list(task.events.filter(type="state").order_by("seq").values_list("data__to", flat=True))
 
@@ -62,7 +52,7 @@ def servers_named(os_live, name: str) -> list:
 
 def started(os_live, document) -> tuple[Task, object]:
     task, _ = task_submit(user=os_live.world.bob, document=document)
-    task = drive(task, {"STARTING"}, timeout=60)
+    task = helpers.drive(task, {"STARTING"}, timeout=60)
     server = wait_status(os_live, task.attempts.get().external_ref, "ACTIVE")
     return task, server
 
@@ -86,7 +76,7 @@ def test_a_task_runs_in_a_vm_and_succeeds_with_the_runners_log_and_exit_code(os_
     vm = vms(os_live.conn, server.id)
     assert "cpr_" not in vm.user_data  # the attempt credential is never in user data
     assert vm.config["server_url"] == os_live.daphne.url
-    task = drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
     assert task.state == "SUCCEEDED", task.state_reason
     assert task.exit_code == 0
     assert log_read(task=task)["data"] == "hello from the VM\n"
@@ -110,7 +100,7 @@ def test_a_task_runs_in_a_vm_and_succeeds_with_the_runners_log_and_exit_code(os_
 def test_a_non_zero_exit_fails_the_task(os_live, vms):
     task, server = started(os_live, spec(["python3", "-c", "import sys; print('bad'); sys.exit(3)"]))
     vms(os_live.conn, server.id)
-    task = drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
     assert task.state == "FAILED" and task.exit_code == 3, task.state_reason
     assert "exited with code 3" in task.state_reason
     assert log_read(task=task)["data"] == "bad\n"
@@ -119,9 +109,9 @@ def test_a_non_zero_exit_fails_the_task(os_live, vms):
 def test_cancel_stops_the_program_through_the_runner_then_the_server_goes(os_live, vms):
     task, server = started(os_live, spec(["sleep", "600"]))
     vms(os_live.conn, server.id)
-    task = drive(task, {"RUNNING"}, timeout=60)
+    task = helpers.drive(task, {"RUNNING"}, timeout=60)
     task_cancel(task_id=task.pk, user=os_live.world.bob)
-    task = drive(task, {"CANCELLED", "UNKNOWN", "FAILED"}, timeout=60)
+    task = helpers.drive(task, {"CANCELLED", "UNKNOWN", "FAILED"}, timeout=60)
     assert task.state == "CANCELLED", task.state_reason
     assert state_changes(task) == ["SUBMITTING", "STARTING", "RUNNING", "CANCELLING", "CANCELLED"]
     helpers.wait_for(
@@ -134,7 +124,7 @@ def test_cancel_stops_the_program_through_the_runner_then_the_server_goes(os_liv
 def test_a_timeout_stops_the_program_and_ends_timed_out(os_live, vms):
     task, server = started(os_live, spec(["sleep", "600"], timeout_seconds=2))
     vms(os_live.conn, server.id)
-    task = drive(task, {"TIMED_OUT", "UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=60)
+    task = helpers.drive(task, {"TIMED_OUT", "UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=60)
     assert task.state == "TIMED_OUT", task.state_reason
     assert "timeout of 2 s" in task.state_reason
 
@@ -143,11 +133,11 @@ def test_a_runner_that_does_not_stop_the_program_gets_its_server_deleted(os_live
     settings.STOP_WINDOW_SECONDS = 1
     task, server = started(os_live, spec(["sleep", "600"]))
     vm = vms(os_live.conn, server.id)
-    task = drive(task, {"RUNNING"}, timeout=60)
+    task = helpers.drive(task, {"RUNNING"}, timeout=60)
     os.killpg(vm.process.pid, signal.SIGSTOP)  # a hung Runner: hears nothing, stops nothing
     try:
         task_cancel(task_id=task.pk, user=os_live.world.bob)
-        task = drive(task, {"CANCELLED", "UNKNOWN"}, timeout=60)
+        task = helpers.drive(task, {"CANCELLED", "UNKNOWN"}, timeout=60)
     finally:
         os.killpg(vm.process.pid, signal.SIGKILL)
     assert task.state == "CANCELLED", task.state_reason
@@ -160,7 +150,7 @@ def test_a_server_in_error_before_the_runner_spoke_fails_the_task_with_novas_fau
     os_live.connection.options["flavor"] = "cp.nohost"  # more disk than the fake hypervisor has: NoValidHost
     os_live.connection.save()
     task, _ = task_submit(user=os_live.world.bob, document=spec(["true"]))
-    task = drive(task, {"UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=90)
+    task = helpers.drive(task, {"UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=90)
     # The program never ran (no Runner contact): FAILED at once, not after the heartbeat deadline.
     assert task.state == "FAILED" and "No valid host was found" in task.state_reason
     assert task.attempts_count == 1
@@ -183,7 +173,7 @@ def test_a_runner_that_never_calls_fails_the_task_with_the_console_tail(os_live,
     assert verdict["reason"].startswith("the Runner never reported")
     assert "FAKE CONSOLE OUTPUT" in verdict["console_tail"]  # the fake driver's console, read from Nova
     assert runner_never_reported(backend, attempt_ref(attempt), observation, runner_contact_at="now") is None
-    task = drive(task, {"UNKNOWN", "FAILED", "RUNNING"}, timeout=30)
+    task = helpers.drive(task, {"UNKNOWN", "FAILED", "RUNNING"}, timeout=30)
     assert task.state == "FAILED" and task.state_reason.startswith("the Runner never reported")
     assert "FAKE CONSOLE OUTPUT" in task.events.get(type="console").data["tail"]
 
@@ -192,7 +182,7 @@ def test_a_server_deleted_behind_cloudpivots_back_makes_the_task_unknown_not_a_r
     settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS = 3
     task, server = started(os_live, spec(["sleep", "600"]))
     vm = vms(os_live.conn, server.id)
-    task = drive(task, {"RUNNING"}, timeout=60)
+    task = helpers.drive(task, {"RUNNING"}, timeout=60)
     os_live.conn.compute.delete_server(server.id)
     os.killpg(vm.process.pid, signal.SIGKILL)  # the VM, and its Runner, are gone
     helpers.wait_for(lambda: not servers_named(os_live, server.name), timeout=60, what="the server gone")
@@ -200,7 +190,7 @@ def test_a_server_deleted_behind_cloudpivots_back_makes_the_task_unknown_not_a_r
     (observation,) = get_backend(os_live.connection).observe([attempt_ref(attempt)])
     assert observation.phase == "gone" and not observation.exists
     assert "deleted outside CloudPivot" in observation.reason
-    task = drive(task, {"UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=30)
+    task = helpers.drive(task, {"UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=30)
     assert task.state == "UNKNOWN"
     assert "deleted outside CloudPivot" in task.state_reason
     assert task.attempts_count == 1

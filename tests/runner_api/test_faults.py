@@ -55,16 +55,6 @@ def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
     _kill_leftover_runners(tmp_path)
 
 
-def drive(task: Task, until: set[str], timeout: float) -> Task:
-    def reached():
-        reconcile_pass()
-        task.refresh_from_db()
-        return task.state in until
-
-    helpers.wait_for(reached, timeout=timeout, interval=0.2, what=f"{until} (is {task.state})")
-    return task
-
-
 def state_changes(task: Task) -> list[str]:
     return list(task.events.filter(type="state").values_list("data__to", flat=True))
 
@@ -73,7 +63,7 @@ def test_a_20_s_server_outage_loses_nothing_and_duplicates_nothing(server, world
     task, _ = task_submit(
         user=world.bob, document=hello_spec(command=["python3", "-c", LINES.format(n=300, pause=0.1)])
     )
-    drive(task, {"RUNNING"}, timeout=20)
+    helpers.drive(task, {"RUNNING"}, timeout=20)
     helpers.wait_for(lambda: log_read(task=task)["next_offset"] > 2000, what="some output before the outage")
     server.stop()
     outage_started = time.monotonic()
@@ -81,7 +71,7 @@ def test_a_20_s_server_outage_loses_nothing_and_duplicates_nothing(server, world
         reconcile_pass()
         time.sleep(0.5)
     server.start()
-    task = drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
     assert task.state == "SUCCEEDED", task.state_reason
     assert log_read(task=task, limit=10**7)["data"] == expected_lines(300)
     assert state_changes(task) == ["SUBMITTING", "STARTING", "RUNNING", "SUCCEEDED"]
@@ -92,12 +82,12 @@ def test_a_20_s_server_outage_loses_nothing_and_duplicates_nothing(server, world
 def test_a_runner_killed_mid_run_is_restarted_and_re_attaches(server, world):
     program = LINES.format(n=60, pause=0.1) + "sys.exit(7)\n"
     task, _ = task_submit(user=world.bob, document=hello_spec(command=["python3", "-c", program]))
-    drive(task, {"RUNNING"}, timeout=20)
+    helpers.drive(task, {"RUNNING"}, timeout=20)
     state_dir = world.runs_dir / task.attempts.get().external_name
     first_runner = int((state_dir / "runner.pid").read_text())
     helpers.wait_for(lambda: log_read(task=task)["next_offset"] > 500, what="some output")
     os.kill(first_runner, signal.SIGKILL)
-    task = drive(task, {"FAILED", "SUCCEEDED", "UNKNOWN"}, timeout=40)
+    task = helpers.drive(task, {"FAILED", "SUCCEEDED", "UNKNOWN"}, timeout=40)
     assert task.attempts.get().runner_pid not in (None, first_runner)  # a new Runner finished the job
     assert task.state == "FAILED" and task.exit_code == 7, task.state_reason
     assert log_read(task=task, limit=10**7)["data"] == expected_lines(60)
@@ -109,16 +99,16 @@ def test_a_silent_runner_makes_the_task_unknown_and_its_return_verifies_it(serve
     settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS = 3
     program = "import time; print('up', flush=True); time.sleep(8); print('done')"
     task, _ = task_submit(user=world.bob, document=hello_spec(command=["python3", "-c", program]))
-    drive(task, {"RUNNING"}, timeout=20)
+    helpers.drive(task, {"RUNNING"}, timeout=20)
     runner = int((world.runs_dir / task.attempts.get().external_name / "runner.pid").read_text())
     os.kill(runner, signal.SIGSTOP)  # alive (it holds its lock) but silent, like a cut-off VM
     try:
-        task = drive(task, {"UNKNOWN"}, timeout=15)
+        task = helpers.drive(task, {"UNKNOWN"}, timeout=15)
         assert "no word from the Runner" in task.state_reason and "still runs" in task.state_reason
         assert task.attempts_count == 1
     finally:
         os.kill(runner, signal.SIGCONT)
-    task = drive(task, {"SUCCEEDED", "FAILED"}, timeout=30)
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED"}, timeout=30)
     assert task.state == "SUCCEEDED"
     assert state_changes(task)[-3:] == ["UNKNOWN", "RUNNING", "SUCCEEDED"]
     assert log_read(task=task)["data"] == "up\ndone\n"
@@ -126,13 +116,13 @@ def test_a_silent_runner_makes_the_task_unknown_and_its_return_verifies_it(serve
 
 def test_a_program_killed_behind_the_runners_back_is_reported_lost(server, world):
     task, _ = task_submit(user=world.bob, document=hello_spec(command=["sleep", "600"]))
-    drive(task, {"RUNNING"}, timeout=20)
+    helpers.drive(task, {"RUNNING"}, timeout=20)
     state_dir = world.runs_dir / task.attempts.get().external_name
     os.kill(int((state_dir / "runner.pid").read_text()), signal.SIGKILL)
     import json
 
     shim = json.loads((state_dir / "state.json").read_text())["shim_pid"]
     os.killpg(shim, signal.SIGKILL)
-    task = drive(task, {"UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=30)
+    task = helpers.drive(task, {"UNKNOWN", "FAILED", "SUCCEEDED"}, timeout=30)
     assert task.state == "UNKNOWN", task.state_reason
     assert "lost" in task.state_reason and task.attempts_count == 1

@@ -19,24 +19,12 @@ from tests.conftest import hello_spec
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def drive(task: Task, *, until: set[str], timeout: float = 30) -> Task:
-    """Run reconcile passes until the task reaches one of `until`."""
-
-    def reached():
-        reconcile_pass()
-        task.refresh_from_db()
-        return task.state in until
-
-    helpers.wait_for(reached, timeout=timeout, interval=0.1, what=f"task to reach {until} (is {task.state})")
-    return task
-
-
 def test_a_command_runs_and_its_log_and_exit_code_are_kept(live, world):
     program = "import sys, time; print('hello'); sys.stdout.flush(); time.sleep(2); print('bye')"
     created = helpers.api_call(
         live.url, "POST", "/api/v1/tasks", world.tokens["bob"], hello_spec(command=["python3", "-c", program])
     )
-    task = drive(Task.objects.get(pk=created["id"]), until={"SUCCEEDED", "FAILED", "UNKNOWN"})
+    task = helpers.drive(Task.objects.get(pk=created["id"]), until={"SUCCEEDED", "FAILED", "UNKNOWN"})
     assert task.state == "SUCCEEDED", task.state_reason
     path = f"/api/v1/tasks/{task.pk}"
     assert helpers.api_call(live.url, "GET", f"{path}/logs", world.tokens["bob"])["data"] == "hello\nbye\n"
@@ -59,7 +47,7 @@ def test_a_command_runs_and_its_log_and_exit_code_are_kept(live, world):
 
 def test_a_failing_command_is_retried_with_backoff_then_fails(live, world):
     task, _ = _submit(world, command=["python3", "-c", "import sys; print('try'); sys.exit(3)"], retry_limit=2)
-    task = drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"}, timeout=40)
+    task = helpers.drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"}, timeout=40)
     assert task.state == "FAILED" and task.exit_code == 3
     attempts = list(task.attempts.order_by("number"))
     assert [a.exit_code for a in attempts] == [3, 3, 3]
@@ -70,11 +58,11 @@ def test_a_failing_command_is_retried_with_backoff_then_fails(live, world):
 
 def test_cancel_stops_a_running_program_and_its_process_group(live, world):
     task, _ = _submit(world, command=["sleep", "600"])
-    task = drive(task, until={"RUNNING"})
+    task = helpers.drive(task, until={"RUNNING"})
     shim_pid = _shim_pid(world, task)
     started = time.monotonic()
     task_cancel(task_id=task.pk, user=world.bob)
-    task = drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=10)
+    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=10)
     assert task.state == "CANCELLED"
     assert time.monotonic() - started < 5
     helpers.wait_for(lambda: not helpers.process_group_alive(shim_pid), timeout=5, what="the process group to end")
@@ -82,7 +70,7 @@ def test_cancel_stops_a_running_program_and_its_process_group(live, world):
 
 def test_a_timeout_stops_the_program_and_ends_timed_out(live, world):
     task, _ = _submit(world, command=["sleep", "600"], timeout_seconds=2)
-    task = drive(task, until={"TIMED_OUT", "FAILED", "CANCELLED", "UNKNOWN"}, timeout=15)
+    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "CANCELLED", "UNKNOWN"}, timeout=15)
     assert task.state == "TIMED_OUT", task.state_reason
     assert "timeout of 2 s" in task.state_reason
     attempt = task.attempts.get()
@@ -94,17 +82,17 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_grace_period(live, w
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"
     )
     task, _ = _submit(world, command=["python3", "-c", program])
-    task = drive(task, until={"RUNNING"})
+    task = helpers.drive(task, until={"RUNNING"})
     helpers.wait_for(lambda: "up" in _log(task), what="the program to be up")
     task_cancel(task_id=task.pk, user=world.bob)
-    task = drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=15)
+    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=15)
     assert task.state == "CANCELLED"
     assert task.attempts.get().exit_signal == 9
 
 
 def test_a_missing_program_fails_with_a_clear_reason(live, world):
     task, _ = _submit(world, command=["no-such-program-xyz"])
-    task = drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"})
+    task = helpers.drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"})
     assert task.state == "FAILED"
     assert "no-such-program-xyz" in (task.state_reason + _log(task))
 
