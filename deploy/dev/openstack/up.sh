@@ -13,6 +13,12 @@ T0=$(date +%s)
 lap() { echo "TIMING up $1 at +$(( $(date +%s) - T0 ))s"; }
 [ "$(id -u)" = 0 ] || { echo "up.sh must run as root (apt, runuser postgres)"; exit 1; }
 
+# One up.sh at a time (tests and make may race). `flock -o` holds the lock in the flock process and closes
+# it for this script: services started below must not inherit the lock, or the next up.sh waits forever.
+if [ -z "${CP_OS_UP_LOCKED:-}" ]; then
+  exec env CP_OS_UP_LOCKED=1 flock -o /tmp/cloudpivot-openstack-up.flock "$0" "$@"
+fi
+
 "$HERE/install.sh"
 lap packages
 
@@ -23,8 +29,6 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   wait_port 5672 90
 fi
 
-exec 9>/tmp/cloudpivot-openstack-up.lock      # one up.sh at a time (tests and make may race)
-flock 9
 if [ ! -e "$S/.configured" ]; then
   if [ -e "$S" ]; then
     echo "  $S is half-configured (an earlier run failed); starting it over"
