@@ -22,7 +22,7 @@ from clusters.models import CloudConnection
 from clusters.selectors import connections_visible_to
 from tasks.choices import ACTIVE, EXECUTING, STATE_BADGE, TERMINAL, TaskState
 from tasks.models import Attempt, LogChunk, Task, TaskEvent
-from tasks.selectors import task_check_can_act, tasks_visible_to
+from tasks.selectors import task_check_can_act, task_queue_position, tasks_visible_to
 from tasks.services.logs import log_read
 
 # The part of a log a page shows at first; earlier text is loaded on demand.
@@ -37,9 +37,12 @@ DASHBOARD_RECENT = 10
 def dashboard_tasks(*, user: AbstractBaseUser) -> dict[str, list[Task]]:
     """The user's own running (executing), queued and recently finished tasks."""
     mine = tasks_visible_to(user=user).filter(owner=user)
+    queued = list(mine.filter(state__in=QUEUED).order_by("created_at")[:50])
+    for task in queued:  # at most 50 small counts; the place in the queue is what a waiting user asks first
+        task.queue_position = task_queue_position(task=task)
     return {
         "running": list(mine.filter(state__in=EXECUTING).order_by("-created_at")[:50]),
-        "queued": list(mine.filter(state__in=QUEUED).order_by("created_at")[:50]),
+        "queued": queued,
         "recent": list(mine.filter(state__in=TERMINAL).order_by("-finished_at", "-created_at")[:DASHBOARD_RECENT]),
     }
 

@@ -82,6 +82,7 @@ def _detail_context(request: HttpRequest, task: Task) -> dict[str, Any]:
         "task": task,
         "perms": portal.task_permissions(user=request.user, task=task),
         "attempts": list(task.attempts.order_by("-number")),
+        "queue_position": selectors.task_queue_position(task=task),
     }
 
 

@@ -6,22 +6,18 @@ alpha, charlie submitter in beta only.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 from django.db import transaction
 from django.test import Client
-from django_q.conf import Conf
 
 from tasks.models import Attempt, Task
 from tasks.services.execution import connection_admit
 from tasks.services.logs import log_append
 from tasks.services.runner_reports import runner_events_apply
 from tasks.services.submission import task_submit
-from tests import helpers
-from tests.conftest import _kill_leftover_runners, hello_spec
+from tests.conftest import hello_spec
 
 
 def submit(user, **spec) -> Task:
@@ -92,40 +88,3 @@ def pages(world):
         return client
 
     return client_for
-
-
-# ---------------------------------------------------------------------------- a Daphne for the browser
-@pytest.fixture(scope="session")
-def portal_daphne(django_db_setup, django_db_blocker, tmp_path_factory, server_logs):
-    """A real Daphne on the test database that also serves the static files, as `manage.py serve` does.
-
-    The shared `daphne` fixture serves the APIs only: it runs the base settings without
-    collectstatic, and WhiteNoise indexes STATIC_ROOT when it starts. This one collects the
-    static files into its own var dir first, then starts the same way.
-    """
-    port = helpers.free_port()
-    var_dir = tmp_path_factory.mktemp("portal-var")
-    env = helpers.server_environment(port=port, runs_dir=tmp_path_factory.mktemp("portal-runs"))
-    env["CLOUDPIVOT_VAR_DIR"] = str(var_dir)
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
-        env=env,
-        cwd=helpers.BASE_DIR,
-        check=True,
-        timeout=120,
-    )
-    log = server_logs / "portal-daphne.log"
-    process = helpers.start_daphne(port=port, env=env, log=log)
-    yield SimpleNamespace(url=f"http://127.0.0.1:{port}", port=port, env=env, process=process, log=log)
-    helpers.stop_process_group(process)
-
-
-@pytest.fixture
-def portal_live(transactional_db, portal_daphne, settings, tmp_path, monkeypatch):
-    """The `live` pattern of tests/conftest.py on portal_daphne: Runners report to it, jobs run inline here."""
-    settings.RUNNER_SERVER_URL = portal_daphne.url
-    settings.RUNNER_HEARTBEAT_SECONDS = 0.5
-    settings.STOP_GRACE_SECONDS = 2.0
-    monkeypatch.setattr(Conf, "SYNC", True)
-    yield portal_daphne
-    _kill_leftover_runners(tmp_path)

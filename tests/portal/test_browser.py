@@ -2,8 +2,8 @@
 
 Tasks really run: the test process plays the worker (reconcile passes in a background
 thread, enqueued jobs inline), the Runner reports to the Daphne the browser talks to.
-The server is tests/portal/conftest.py's portal_daphne (the shared `daphne` fixture serves
-no static files). The browser logs in through the login page with a real password. Screenshots of the main
+The server is the shared `live` Daphne (test settings: it serves the static files through the
+finders). The browser logs in through the login page with a real password. Screenshots of the main
 pages go to docs/screenshots/ (CLOUDPIVOT_SCREENSHOT_DIR overrides; empty: none).
 """
 
@@ -18,6 +18,7 @@ import pytest
 from django.db import connection
 from django_q.conf import Conf
 
+from cloudpivot.accounts.models import Quota
 from tasks.models import Task
 from tasks.services import reconcile_pass
 from tests import helpers
@@ -58,7 +59,7 @@ def browser():
 
 
 @pytest.fixture
-def worker(portal_live):
+def worker(live):
     """Reconcile passes every 0.2 s in a background thread, as the ticker job does in a worker."""
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -76,20 +77,19 @@ def worker(portal_live):
 
     thread = threading.Thread(target=loop, name="reconcile-worker", daemon=True)
     thread.start()
-    yield portal_live
+    yield live
     stop.set()
     thread.join(timeout=30)
     assert not errors, errors
 
 
 @pytest.fixture
-def open_page(browser, portal_live, world):
+def open_page(browser, live, world):
     """open_page("bob") → a fresh browser context logged in as bob through the login page."""
-    _passwords_for_daphne(world)
     contexts = []
 
     def login(name: str, viewport: dict | None = None):
-        context = browser.new_context(viewport=viewport or LAPTOP, base_url=portal_live.url)
+        context = browser.new_context(viewport=viewport or LAPTOP, base_url=live.url)
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(20_000)
@@ -105,18 +105,6 @@ def open_page(browser, portal_live, world):
     yield login
     for context in contexts:
         context.close()
-
-
-def _passwords_for_daphne(world) -> None:
-    """The world's passwords are MD5-hashed (test settings); Daphne runs the base settings, which do not
-    accept MD5. Store the same passwords as PBKDF2 (few iterations: Daphne verifies, then upgrades them)."""
-    from django.contrib.auth.hashers import PBKDF2PasswordHasher
-
-    hasher = PBKDF2PasswordHasher()
-    for name in ("alice", "bob", "rita", "charlie"):
-        user = getattr(world, name)
-        user.password = hasher.encode(f"pw-{name}", hasher.salt(), iterations=1000)
-        user.save(update_fields=["password"])
 
 
 def screenshot(page, name: str, full_page: bool = False) -> None:
@@ -207,7 +195,32 @@ def test_cancel_stops_a_running_task(open_page, worker, world):
     assert Task.objects.get(pk=task_id).state == "CANCELLED"
 
 
-def test_a_bad_spec_shows_its_error_next_to_the_field(open_page, portal_live, world):
+def test_a_task_over_quota_shows_the_limit_that_holds_it_and_its_place_in_the_queue(open_page, worker, world):
+    Quota.objects.create(project=world.alpha, connection=world.local, max_tasks=1)
+    page = open_page("bob")
+    ids = []
+    for name in ("first", "second"):
+        fill_form(page, command=["sleep", "600"], name=name)
+        page.get_by_role("button", name="Submit task").first.click()
+        page.wait_for_url(re.compile(r"/tasks/[0-9a-f-]{36}/$"))
+        ids.append(current_task_id(page))
+        if name == "first":
+            expect(badge(page, ids[0])).to_have_attribute("data-state", "RUNNING", timeout=30_000)
+    expect(badge(page, ids[1])).to_have_attribute("data-state", "PENDING", timeout=30_000)
+    expect(page.locator("#task-reason")).to_have_text("waiting: project alpha quota on local: 1/1 tasks in use")
+    expect(page.locator("#task-queue-position")).to_contain_text("Place in the queue of local: 1")
+    screenshot(page, "task-waiting-for-quota")
+    page.goto("/")
+    expect(page.locator(f'[data-task-row="{ids[1]}"] [data-queue-position]')).to_contain_text("place 1 in the queue")
+    api = {"Authorization": f"Bearer {world.tokens['bob']}"}
+    page.request.post(f"/api/v1/tasks/{ids[0]}/cancel", headers=api)
+    page.goto(f"/tasks/{ids[1]}/")  # the place disappears once the quota frees and the task is admitted
+    expect(badge(page, ids[1])).to_have_attribute("data-state", "RUNNING", timeout=30_000)
+    expect(page.locator("#task-queue-position")).to_have_count(0)
+    page.request.post(f"/api/v1/tasks/{ids[1]}/cancel", headers=api)
+
+
+def test_a_bad_spec_shows_its_error_next_to_the_field(open_page, live, world):
     page = open_page("bob")
     fill_form(page, command=["echo", "hi"], env="1BAD=x")
     page.get_by_role("button", name="Submit task").first.click()
@@ -225,7 +238,7 @@ def test_a_bad_spec_shows_its_error_next_to_the_field(open_page, portal_live, wo
     assert not Task.objects.exists()
 
 
-def test_a_reader_sees_the_task_but_no_cancel_button_and_the_api_refuses(open_page, portal_live, world, monkeypatch):
+def test_a_reader_sees_the_task_but_no_cancel_button_and_the_api_refuses(open_page, live, world, monkeypatch):
     monkeypatch.setattr(Conf, "SYNC", False)  # admission stays queued: the task waits, PENDING
     task = submit(world.bob, name="bobs task")
     page = open_page("rita")
