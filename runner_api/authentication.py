@@ -9,17 +9,28 @@ from tasks import credentials
 from tasks.models import Attempt
 
 
+def bearer_secret(request, *, prefix: str, missing: str, wrong_kind: str) -> str:
+    """The `Authorization: Bearer <secret>` value, refused unless it is of the kind this endpoint takes."""
+    header = authentication.get_authorization_header(request).decode(errors="replace")
+    keyword, _, value = header.partition(" ")
+    value = value.strip()
+    if keyword != "Bearer" or not value:
+        raise exceptions.NotAuthenticated(missing)
+    if not value.startswith(prefix):
+        raise exceptions.AuthenticationFailed(wrong_kind)
+    return value
+
+
 class RunnerCredentialAuthentication(authentication.BaseAuthentication):
     """Authenticates the attempt, not a user: request.auth is the Attempt."""
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode(errors="replace")
-        keyword, _, value = header.partition(" ")
-        value = value.strip()
-        if keyword != "Bearer" or not value:
-            raise exceptions.NotAuthenticated("A runner credential is required: Authorization: Bearer cpr_…")
-        if not value.startswith(credentials.PREFIX):
-            raise exceptions.AuthenticationFailed("User API tokens are not accepted on the Runner API.")
+        value = bearer_secret(
+            request,
+            prefix=credentials.PREFIX,
+            missing="A runner credential is required: Authorization: Bearer cpr_…",
+            wrong_kind="User API tokens are not accepted on the Runner API.",
+        )
         try:
             attempt = Attempt.objects.select_related("task").get(runner_token_hash=sha256_hex(value))
         except Attempt.DoesNotExist:
@@ -54,13 +65,12 @@ class BootstrapSecretAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         from runner_api import bootstrap
 
-        header = authentication.get_authorization_header(request).decode(errors="replace")
-        keyword, _, value = header.partition(" ")
-        value = value.strip()
-        if keyword != "Bearer" or not value:
-            raise exceptions.NotAuthenticated("A bootstrap secret is required: Authorization: Bearer cpb_…")
-        if not value.startswith(bootstrap.PREFIX):
-            raise exceptions.AuthenticationFailed("Only a bootstrap secret (cpb_…) is accepted here.")
+        value = bearer_secret(
+            request,
+            prefix=bootstrap.PREFIX,
+            missing="A bootstrap secret is required: Authorization: Bearer cpb_…",
+            wrong_kind="Only a bootstrap secret (cpb_…) is accepted here.",
+        )
         try:
             attempt = bootstrap.bootstrap_check(secret=value)
         except bootstrap.BootstrapRefused as exc:
