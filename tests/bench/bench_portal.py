@@ -4,7 +4,9 @@ Prints, in one run:
 1. line printed by a running task → shown in the browser's task page (p50/p95), through the real
    Runner, Daphne, the websocket and the page's JavaScript in headless Chromium;
 2. server-side time (p50/p95) of the tasks list page and of the list API with 10,000 and
-   100,000 tasks in the database (Django's test client, in process: no network in the figure).
+   100,000 tasks in the database (Django's test client, in process: no network in the figure);
+3. server-side time of a task's page with a 1 KiB log beside one with a 50 MiB log (the page
+   sends the last 256 KiB only, so the two should be close).
 """
 
 from __future__ import annotations
@@ -117,3 +119,23 @@ def test_list_page_and_api_time_with_many_tasks(world):
             fetch()  # warm
             p50, p95 = timed(fetch)
             print(f"{total:>7} tasks  {name:<34} p50 {p50 * 1000:7.1f} ms   p95 {p95 * 1000:7.1f} ms")
+
+
+def test_task_page_time_with_a_tiny_and_a_50_mib_log(world, make):
+    client = Client()
+    client.force_login(world.bob)
+    tiny, tiny_attempt = make.running(world.bob, name="tiny log")
+    make.write_log(tiny_attempt, b"hello\n" * 170)
+    big, big_attempt = make.running(world.bob, name="big log")
+    block = b"".join(b"%08d the quick brown fox jumps over the lazy dog\n" % i for i in range(20_000))  # ~1 MiB
+    for _ in range(50):
+        make.write_log(big_attempt, block)
+    print("\n=== Task page, server-side time (in-process client), side by side")
+    figures = {}
+    for name, task in (("1 KiB log", tiny), ("50 MiB log", big)):
+        url = f"/tasks/{task.pk}/"
+        client.get(url)  # warm
+        figures[name] = timed(lambda url=url: client.get(url))
+        p50, p95 = figures[name]
+        print(f"  {name:<12} p50 {p50 * 1000:7.1f} ms   p95 {p95 * 1000:7.1f} ms")
+    print(f"  ratio 50 MiB / 1 KiB (p50): {figures['50 MiB log'][0] / figures['1 KiB log'][0]:.2f}")

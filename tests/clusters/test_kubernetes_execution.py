@@ -168,7 +168,7 @@ def test_cloudpivots_own_timeout_stops_the_job_and_ends_timed_out(kube, kube_con
     task = submit(world, command=["sleep", "600"], timeout_seconds=1)
     name = job_name(task)
     kube.run(name)
-    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "UNKNOWN"}, timeout=15)
+    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "UNKNOWN"}, timeout=30)
     assert task.state == "TIMED_OUT"
     assert name not in kube.jobs()
 

@@ -159,7 +159,7 @@ async def test_the_doorbell_wakes_the_stream_without_waiting_for_the_poll(world,
     await collect(comm, lambda ms: log_text(ms) == "rung\n", timeout=5)
     await db(task_cancel)(task_id=task.pk, user=world.bob)
     await collect(comm, has_state("CANCELLING"), timeout=5)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # well before the 60 s poll: the doorbell woke it
     await comm.disconnect()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -290,8 +289,10 @@ def test_the_whole_log_downloads_as_a_streamed_plain_text_file(pages, world, mak
     assert pages("bob").get(f"/tasks/{make.submit(world.bob).pk}/log/download/").status_code == 404
 
 
-def test_a_50_mb_log_page_stays_small_and_fast(pages, world, make, settings):
-    """The measured case from the issue: the page sends the tail only, however long the log is."""
+def test_a_50_mb_log_page_sends_only_the_tail(pages, world, make, settings):
+    """The case from the issue: the page sends the tail only, however long the log is.
+
+    How fast that is, beside a page with a tiny log, is a figure of tests/bench/bench_portal.py."""
     task, attempt = make.running(world.bob)
     block = b"".join(b"%08d the quick brown fox jumps over the lazy dog\n" % i for i in range(20_000))  # ~1 MiB
     for _ in range(50):
@@ -299,13 +300,10 @@ def test_a_50_mb_log_page_stays_small_and_fast(pages, world, make, settings):
     attempt.refresh_from_db()
     assert attempt.log_bytes >= 50 * 1024 * 1024
     client = pages("bob")
-    client.get(detail(task))
-    started = time.monotonic()
     response = client.get(detail(task))
-    elapsed = time.monotonic() - started
     assert response.status_code == 200
     assert len(response.content) < LOG_TAIL_BYTES + 60_000
-    assert elapsed < 2.0, f"the detail page of a 50 MB log took {elapsed:.2f} s"
+    assert block[-2000:].decode() in response.content.decode()  # the tail is what it shows
 
 
 # ---------------------------------------------------------------------------- submit

@@ -103,7 +103,7 @@ def test_a_silent_runner_makes_the_task_unknown_and_its_return_verifies_it(serve
     runner = int((world.runs_dir / task.attempts.get().external_name / "runner.pid").read_text())
     os.kill(runner, signal.SIGSTOP)  # alive (it holds its lock) but silent, like a cut-off VM
     try:
-        task = helpers.drive(task, {"UNKNOWN"}, timeout=15)
+        task = helpers.drive(task, {"UNKNOWN"}, timeout=30)
         assert "no word from the Runner" in task.state_reason and "still runs" in task.state_reason
         assert task.attempts_count == 1
     finally:

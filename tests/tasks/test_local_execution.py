@@ -62,19 +62,19 @@ def test_cancel_stops_a_running_program_and_its_process_group(live, world):
     shim_pid = _shim_pid(world, task)
     started = time.monotonic()
     task_cancel(task_id=task.pk, user=world.bob)
-    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=10)
+    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=30)
     assert task.state == "CANCELLED"
-    assert time.monotonic() - started < 5
-    helpers.wait_for(lambda: not helpers.process_group_alive(shim_pid), timeout=5, what="the process group to end")
+    assert time.monotonic() - started < 20  # stopped at once, not after the 600 s program (loose: shared CI machines)
+    helpers.wait_for(lambda: not helpers.process_group_alive(shim_pid), timeout=15, what="the process group to end")
 
 
 def test_a_timeout_stops_the_program_and_ends_timed_out(live, world):
     task, _ = _submit(world, command=["sleep", "600"], timeout_seconds=2)
-    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "CANCELLED", "UNKNOWN"}, timeout=15)
+    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "CANCELLED", "UNKNOWN"}, timeout=30)
     assert task.state == "TIMED_OUT", task.state_reason
     assert "timeout of 2 s" in task.state_reason
     attempt = task.attempts.get()
-    assert (attempt.finished_at - attempt.program_started_at).total_seconds() < 6
+    assert (attempt.finished_at - attempt.program_started_at).total_seconds() < 20  # 2 s timeout + grace, loosely
 
 
 def test_a_program_that_ignores_sigterm_is_killed_after_the_grace_period(live, world):
@@ -85,7 +85,7 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_grace_period(live, w
     task = helpers.drive(task, until={"RUNNING"})
     helpers.wait_for(lambda: "up" in _log(task), what="the program to be up")
     task_cancel(task_id=task.pk, user=world.bob)
-    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=15)
+    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=30)
     assert task.state == "CANCELLED"
     assert task.attempts.get().exit_signal == 9
 
