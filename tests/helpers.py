@@ -89,21 +89,37 @@ def server_environment(*, port: int, runs_dir: Path) -> dict[str, str]:
 
 
 def start_daphne(*, port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "cloudpivot.asgi:application"],
-        env=env,
-        cwd=BASE_DIR,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    return start_daphnes(port=port, env=env, log=log, processes=1)[0]
+
+
+def start_daphnes(*, port: int, env: dict[str, str], log: Path, processes: int) -> list[subprocess.Popen]:
+    """`processes` Daphnes accepting on one listening socket, as `manage.py serve --web-processes` runs them."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(1024)
+    listener.set_inheritable(True)
+    fd = listener.fileno()
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-m", "daphne", "--fd", str(fd), "cloudpivot.asgi:application"],
+            env=env,
+            cwd=BASE_DIR,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(fd,),
+        )
+        for _ in range(processes)
+    ]
+    listener.close()
     wait_for(
-        lambda: _answers(f"http://127.0.0.1:{port}/healthz") or process.poll() is not None,
+        lambda: _answers(f"http://127.0.0.1:{port}/healthz") or any(p.poll() is not None for p in started),
         timeout=30,
         what="Daphne to answer",
     )
-    assert process.poll() is None, f"Daphne exited: {log.read_text()[-2000:]}"
-    return process
+    assert all(p.poll() is None for p in started), f"Daphne exited: {log.read_text()[-2000:]}"
+    return started
 
 
 def start_qcluster(*, env: dict[str, str], log: Path) -> subprocess.Popen:

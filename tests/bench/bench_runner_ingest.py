@@ -3,7 +3,8 @@
 Prints, in one run on this machine:
 1. the reference: raw single-row INSERTs per second into the database (autocommit);
 2. events/s acknowledged: 50 concurrent clients with real per-attempt credentials posting
-   progress events to /runner/v1/events on a real Daphne;
+   progress events to /runner/v1/events on a real Daphne, and beside it on two Daphne
+   processes sharing one port (`serve --web-processes 2`);
 3. log ingestion: 50 real Runners whose programs print timestamped lines; MB/s stored and
    p50/p95 latency from a line printed to that line readable through the API.
 Figures, not assertions: this machine is shared and noisy.
@@ -52,7 +53,7 @@ def reference_inserts(seconds: float = 3.0) -> float:
     return count / (time.monotonic() - started)
 
 
-def events_per_second(live, world, monkeypatch, seconds: float = 8.0) -> tuple[float, float]:
+def events_per_second(url: str, world, monkeypatch, seconds: float = 8.0) -> tuple[float, float]:
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", False)  # no Runner starts: this phase plays the Runners itself
@@ -79,7 +80,7 @@ def events_per_second(live, world, monkeypatch, seconds: float = 8.0) -> tuple[f
                 {"seq": seq + i + 1, "type": "progress", "data": {"message": f"step {seq + i}"}} for i in range(10)
             ]
             started = time.monotonic()
-            body = helpers.api_call(live.url, "POST", "/runner/v1/events", tokens[index], {"events": batch})
+            body = helpers.api_call(url, "POST", "/runner/v1/events", tokens[index], {"events": batch})
             latencies.append(time.monotonic() - started)
             seq = body["acked_seq"]
             acked[index] = seq
@@ -165,9 +166,18 @@ def test_runner_ingestion(live, world, settings, monkeypatch):
     print(f"\n=== Runner ingestion benchmark on {vendor}, {RUNNERS} concurrent Runners, one Daphne process")
     ref = reference_inserts()
     print(f"reference: raw single-row INSERT+COMMIT          {ref:10.0f} rows/s")
-    rate, p95 = events_per_second(live, world, monkeypatch)
+    rate, p95 = events_per_second(live.url, world, monkeypatch)
     print(f"runner events acknowledged (batches of 10)      {rate:10.0f} events/s   (request p95 {p95 * 1000:.0f} ms)")
     print(f"  ratio events/s to raw inserts/s               {rate / ref:10.2f}")
+    port = helpers.free_port()
+    pair = helpers.start_daphnes(port=port, env=live.env, log=live.log, processes=2)
+    try:
+        rate2, p95_2 = events_per_second(f"http://127.0.0.1:{port}", world, monkeypatch)
+    finally:
+        for process in pair:
+            helpers.stop_process_group(process)
+    print(f"  two Daphne processes on one port              {rate2:10.0f} events/s   (p95 {p95_2 * 1000:.0f} ms)")
+    print(f"  ratio two processes / one                     {rate2 / rate:10.2f}")
     logs = log_ingestion(live, world)
     print(
         f"log ingestion: {logs['bytes'] / 1e6:.1f} MB in {logs['elapsed']:.1f} s = {logs['mb_per_s']:.2f} MB/s; "

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,8 @@ from tests import helpers
 pytestmark = pytest.mark.e2e
 
 
-def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
+def serve(tmp_path, *args: str, **extra_env: str) -> tuple[subprocess.Popen, int]:
+    """`manage.py serve --bootstrap` on the embedded default in its own var dir (extra_env may add Redis)."""
     port = helpers.free_port()
     env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
     env |= {
@@ -23,9 +26,10 @@ def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
         "CLOUDPIVOT_VAR_DIR": str(tmp_path / "var"),
         "PORT": str(port),
         "CLOUDPIVOT_QUEUE_NAME": f"serve-test-{os.getpid()}",
+        **extra_env,
     }
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--bootstrap"],
+        [sys.executable, "manage.py", "serve", "--bootstrap", *args],
         cwd=helpers.BASE_DIR,
         env=env,
         stdout=subprocess.PIPE,
@@ -33,12 +37,30 @@ def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
         text=True,
         start_new_session=True,
     )
+    return process, port
+
+
+def read_until(process: subprocess.Popen, prefix: str, timeout: float = 90) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not any(line.startswith(prefix) for line in lines):
+        assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+        lines.append(process.stdout.readline())
+    return lines
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGINT)
     try:
-        lines = []
-        deadline = time.monotonic() + 90
-        while not any(line.startswith("  api token:") for line in lines):
-            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
-            lines.append(process.stdout.readline())
+        process.wait(timeout=30)
+    finally:
+        helpers.stop_process_group(process, sig=signal.SIGKILL)
+
+
+def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
+    process, port = serve(tmp_path)
+    try:
+        lines = read_until(process, "  api token:")
         output = "".join(lines)
         assert f"CloudPivot is running: http://127.0.0.1:{port}/" in output
         assert "  user: admin" in output and "  password: " in output
@@ -59,9 +81,41 @@ def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
         assert call("GET", f"/{task['id']}")["state"] == "SUCCEEDED"
         assert call("GET", f"/{task['id']}/logs")["data"] == "hello\nbye\n"
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        finally:
-            helpers.stop_process_group(process, sig=signal.SIGKILL)
+        stop(process)
     assert process.returncode == 0, process.stdout.read()
+
+
+def test_several_web_processes_are_refused_without_the_shared_channel_layer(tmp_path):
+    process, _ = serve(tmp_path, "--web-processes", "2")
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert "--web-processes 2 needs the shared channel layer: set REDIS_URL" in output
+
+
+def test_several_web_processes_accept_on_one_port(tmp_path):
+    """Each Daphne alone answers while the other is frozen (SIGSTOP): both accept on the shared socket."""
+    redis_url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    process, port = serve(tmp_path, "--web-processes", "2", REDIS_URL=redis_url)
+    try:
+        assert "  2 web processes share the port\n" in read_until(process, "  api token:")
+        daphnes = [pid for pid in _children(process.pid) if b"daphne" in _cmdline(pid)]
+        assert len(daphnes) == 2, daphnes
+        for frozen in daphnes:
+            os.kill(frozen, signal.SIGSTOP)
+            try:
+                for _ in range(5):
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
+                        assert answer.status == 200
+            finally:
+                os.kill(frozen, signal.SIGCONT)
+    finally:
+        stop(process)
+    assert process.returncode == 0
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()

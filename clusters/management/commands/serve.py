@@ -2,7 +2,12 @@
 
 With --bootstrap it first migrates, collects static files, creates the demo data and the
 schedules, and prints the URL, the login and a fresh API token once the server answers.
-Ctrl-C (or SIGTERM) stops both processes.
+Ctrl-C (or SIGTERM) stops all processes.
+
+--web-processes N runs N Daphne processes that accept on one listening socket this command
+opens (Daphne's --fd): one Daphne is one Python process, so this is how the web side uses
+more than one core. Several need the shared (Redis) channel layer: with the in-process
+layer a websocket would not hear what another web process rings.
 """
 
 from __future__ import annotations
@@ -27,24 +32,30 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument(
+            "--web-processes",
+            type=int,
+            default=int(os.environ.get("CLOUDPIVOT_WEB_PROCESSES", "1")),
+            help="Daphne processes sharing the port (more than 1 needs REDIS_URL).",
+        )
+        parser.add_argument(
             "--bootstrap",
             action="store_true",
             help="Migrate, collect static files, create demo data and print how to log in.",
         )
 
-    def handle(self, *args, host: str, port: int, bootstrap: bool, **options):
-        _check_port_free(host, port)
+    def handle(self, *args, host: str, port: int, web_processes: int, bootstrap: bool, **options):
+        _check_web_processes(web_processes)
+        listener = _listen(host, port)
         banner = self._bootstrap() if bootstrap else []
         env = os.environ | {"PORT": str(port), "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        fd = listener.fileno()
+        daphne = [sys.executable, "-m", "daphne", "--fd", str(fd), "cloudpivot.asgi:application"]
         processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "cloudpivot.asgi:application"],
-                env=env,
-                cwd=settings.BASE_DIR,
-            ),
+            *(subprocess.Popen(daphne, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)) for _ in range(web_processes)),
             subprocess.Popen([*manage, "qcluster"], env=env, cwd=settings.BASE_DIR),
         ]
+        listener.close()  # the Daphnes hold it now
         stop = {"now": False}
 
         def request_stop(signum, frame):
@@ -56,6 +67,8 @@ class Command(BaseCommand):
         try:
             self._wait_until_up(url, processes, stop)
             self.stdout.write("\nCloudPivot is running: " + url)
+            if web_processes > 1:
+                self.stdout.write(f"  {web_processes} web processes share the port")
             for line in banner:
                 self.stdout.write("  " + line)
             self.stdout.write(f"  API docs: {url}api/docs/   Ctrl-C stops the web server and the workers.\n")
@@ -71,7 +84,7 @@ class Command(BaseCommand):
                     process.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     process.kill()
-        failed = [p.args[2] if p.args[1] == "-m" else p.args[-1] for p in processes if p.returncode not in (0, -15)]
+        failed = [_name(p) for p in processes if p.returncode not in (0, -15)]
         if failed and not stop["now"]:
             raise CommandError(f"stopped because {', '.join(failed)} exited")
 
@@ -99,13 +112,32 @@ class Command(BaseCommand):
             raise CommandError(f"the web server did not answer at {url} within 60 s")
 
 
-def _check_port_free(host: str, port: int) -> None:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Daphne does: TIME_WAIT is no obstacle
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise CommandError(
-                f"cannot listen on {host}:{port} ({exc.strerror}); "
-                "stop what uses it or choose another port with PORT=8001"
-            ) from None
+def _check_web_processes(count: int) -> None:
+    if count < 1:
+        raise CommandError(f"--web-processes must be at least 1, not {count}")
+    if count > 1 and "Redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
+        raise CommandError(
+            f"--web-processes {count} needs the shared channel layer: set REDIS_URL "
+            "(with the in-process layer a websocket would miss what another web process rings)"
+        )
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The one listening socket every Daphne accepts on; opening it here also says at once if the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Daphne does: TIME_WAIT is no obstacle
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise CommandError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); stop what uses it or choose another port with PORT=8001"
+        ) from None
+    listener.listen(1024)
+    listener.set_inheritable(True)
+    return listener
+
+
+def _name(process: subprocess.Popen) -> str:
+    return "daphne" if process.args[1:3] == ["-m", "daphne"] else process.args[-1]
