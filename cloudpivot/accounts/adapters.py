@@ -16,6 +16,12 @@ class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request) -> bool:
         return local_accounts_enabled()
 
+    def send_password_reset_mail(self, user, email, context) -> None:
+        # With local accounts off a password is of no use on the login page; the reset form still answers
+        # as usual (it never tells whether an address is known), but no mail leaves.
+        if local_accounts_enabled():
+            super().send_password_reset_mail(user, email, context)
+
 
 class SocialAccountAdapter(DefaultSocialAccountAdapter):
     def is_open_for_signup(self, request, sociallogin) -> bool:

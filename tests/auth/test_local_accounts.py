@@ -142,3 +142,14 @@ def test_home_tells_a_user_without_a_project_to_ask_an_admin(client, world):
 def test_home_of_a_member_has_no_such_notice(client, world):
     client.force_login(world.rita)
     assert b"You are not a member of any project yet" not in client.get("/").content
+
+
+def test_local_accounts_off_sends_no_password_reset_mail(client, world, local_off, mailoutbox):
+    response = client.post("/accounts/password/reset/", {"email": "bob@example.org"})
+    assert response.status_code == 302  # the same answer as for any address
+    assert mailoutbox == []
+
+
+def test_local_accounts_on_sends_the_password_reset_mail(client, world, mailoutbox):
+    client.post("/accounts/password/reset/", {"email": "bob@example.org"})
+    assert [message.to for message in mailoutbox] == [["bob@example.org"]]
