@@ -153,3 +153,31 @@ def test_local_accounts_off_sends_no_password_reset_mail(client, world, local_of
 def test_local_accounts_on_sends_the_password_reset_mail(client, world, mailoutbox):
     client.post("/accounts/password/reset/", {"email": "bob@example.org"})
     assert [message.to for message in mailoutbox] == [["bob@example.org"]]
+
+
+def test_local_accounts_off_api_tokens_still_work(api, local_off):
+    assert api("bob").get("/api/v1/projects").status_code == 200
+
+
+def test_a_provider_added_in_the_admin_gets_its_button(client, db, settings):
+    settings.SOCIALACCOUNT_PROVIDERS = {}
+    root = get_user_model().objects.create_superuser("root", "root@example.org", "pw-root")
+    client.force_login(root)
+    assert client.get("/admin/socialaccount/socialapp/add/").status_code == 200
+    response = client.post(
+        "/admin/socialaccount/socialapp/add/",
+        {
+            "provider": "openid_connect",
+            "provider_id": "corp",
+            "name": "Corp SSO",
+            "client_id": "cloudpivot",
+            "secret": "db-secret",
+            "key": "",
+            "settings": '{"server_url": "https://sso.example.org/realms/corp"}',
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    client.logout()
+    page = client.get("/accounts/login/").content.decode()
+    assert "Log in with Corp SSO" in page and 'action="/accounts/oidc/corp/login/?process=login"' in page
+    assert "db-secret" not in page

@@ -114,3 +114,32 @@ def test_a_first_login_without_granting_groups_lands_in_no_project(oidc_login, w
     assert _roles("nora") == {}
     expect(page.locator("#no-project")).to_contain_text("You are not a member of any project yet")
     expect(page.locator("#no-project")).to_contain_text("nora")
+
+
+def test_cancelling_at_the_provider_comes_back_logged_out_and_creates_nobody(
+    browser, oidc_provider, oidc_daphne, world
+):
+    oidc_provider.provision(
+        redirect_uri=oidc_daphne.redirect_uri,
+        client_secret=oidc_daphne.client_secret,
+        username="pat",
+        password="idp-pw-pat",
+        groups=["cp-alpha-admins"],
+    )
+    context = browser.new_context(base_url=oidc_daphne.url)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto("/accounts/login/")
+        page.get_by_role("button", name="Log in with Test IdP").click()
+        page.get_by_label("Provider username").fill("pat")
+        page.get_by_label("Provider password").fill("idp-pw-pat")
+        page.get_by_role("button", name="Sign in to the provider").click()
+        page.get_by_role("button", name="Cancel").click()
+        page.wait_for_url(re.compile(re.escape(oidc_daphne.url) + "/accounts/"))
+        expect(page.get_by_role("heading", name=re.compile("Login Cancelled", re.I))).to_be_visible()
+        assert page.goto("/").url.startswith(oidc_daphne.url + "/accounts/login/")
+    finally:
+        context.close()
+    assert not get_user_model().objects.filter(username="pat").exists()
+    assert not AuditEntry.objects.filter(action__startswith="accounts:membership").exists()
