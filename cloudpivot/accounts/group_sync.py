@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from allauth.account.signals import user_logged_in
+from django.conf import settings
 from django.db import transaction
 from django.dispatch import receiver
 from django.http import HttpRequest
@@ -26,8 +27,8 @@ GROUP_PROVIDERS = frozenset({"openid_connect"})
 def claimed_groups(claims: dict[str, Any], claim: str) -> list[str]:
     """The group names in the claim; a missing claim is no group (Keycloak omits it when empty).
 
-    Keycloak's "full group path" option sends "/team/sub"; both that and the bare name are matched
-    only as written, so the map must use the form the provider sends.
+    Names are matched exactly as sent: with Keycloak's "full group path" option they are "/team/sub",
+    and the map must use that form.
     """
     value = claims.get(claim)
     if value is None:
@@ -89,9 +90,9 @@ def _audit(request, user, action, project, before, after, groups, source) -> Aud
         method=request.method if request else "",
         path=request.path[:500] if request else "",
         object_ref=f"{project.slug}:{user.get_username()}"[:200],
-        status_code=200,
+        status_code=200,  # part of a login that went through; the callback's own response is a redirect
         outcome="ok",
-        remote_addr=request.META.get("REMOTE_ADDR") or None if request else None,
+        remote_addr=(request.META.get("REMOTE_ADDR") or None) if request else None,
         details={
             "project": project.slug,
             "role_before": before,
@@ -110,8 +111,6 @@ def _on_login(sender, request, user, sociallogin=None, **kwargs) -> None:
     provider = getattr(sociallogin, "provider", None) or sociallogin.account.get_provider(request)
     if provider.id not in GROUP_PROVIDERS:
         return
-    from django.conf import settings
-
     claim = settings.CLOUDPIVOT_OIDC_GROUPS_CLAIM
     data = sociallogin.account.extra_data or {}
     # allauth keeps {"userinfo": ..., "id_token": ...}; a group claim in either counts.
