@@ -18,6 +18,8 @@ def home(request: HttpRequest) -> HttpResponse:
     if request.htmx and not request.htmx.boosted:
         return render(request, "_dashboard_tasks.html", context)
     context["clouds"] = connections_with_load(user=request.user)
+    # A provider's first login creates the user in no project: say so instead of an empty dashboard.
+    context["no_project"] = not request.user.is_superuser and not request.user.memberships.exists()
     # Quotas arrive with their own issue; until then the dashboard says there are none.
     context["quotas"] = []
     return render(request, "home.html", context)

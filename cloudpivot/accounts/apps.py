@@ -7,4 +7,8 @@ class AccountsConfig(AppConfig):
     verbose_name = "Projects and access"
 
     def ready(self) -> None:
-        from cloudpivot.accounts import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from cloudpivot.accounts import (  # noqa: F401 - registration on import
+            checks,  # system checks for the login settings
+            group_sync,  # the OIDC group map, applied on every provider login
+            schema,  # the OpenAPI auth extension
+        )

@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 
 from cloudpivot.env import env, envsecret
+from cloudpivot.social_env import providers_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env.str("CLOUDPIVOT_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -49,6 +50,11 @@ INSTALLED_APPS = [
     "django_htmx",
     "allauth",
     "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "allauth.socialaccount.providers.github",
+    "allauth.socialaccount.providers.gitlab",
+    "allauth.socialaccount.providers.gitea",
     "cloudpivot.accounts",
     "clusters",
     "tasks",
@@ -199,15 +205,31 @@ SPECTACULAR_SETTINGS = {
 }
 
 # ---------------------------------------------------------------- allauth
+# Local accounts (username/password) suit small installs; with CLOUDPIVOT_LOCAL_ACCOUNTS=false people log in
+# through a provider only, and a superuser's password works at /admin/login/ alone (docs/auth.md).
+CLOUDPIVOT_LOCAL_ACCOUNTS = env.bool("CLOUDPIVOT_LOCAL_ACCOUNTS", default=True)
+# The backends read CLOUDPIVOT_LOCAL_ACCOUNTS on each attempt (cloudpivot/accounts/backends.py).
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
-    "allauth.account.auth_backends.AuthenticationBackend",
+    "cloudpivot.accounts.backends.LocalPasswordBackend",
+    "cloudpivot.accounts.backends.AccountBackend",
 ]
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_ADAPTER = "cloudpivot.accounts.adapters.AccountAdapter"
+ACCOUNT_FORMS = {"login": "cloudpivot.accounts.forms.LoginForm"}
 LOGIN_REDIRECT_URL = "/"
 LOGIN_URL = "/accounts/login/"
+# OAuth/OIDC providers: from the environment (cloudpivot/social_env.py) and/or the admin's "Social applications".
+SOCIALACCOUNT_PROVIDERS = providers_from_env(envsecret)
+SOCIALACCOUNT_ADAPTER = "cloudpivot.accounts.adapters.SocialAccountAdapter"
+# A provider's user never takes over a local account by matching email; they sign up as a new user.
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_STORE_TOKENS = False
+# OIDC group claim → project roles, applied on every OpenID Connect login (cloudpivot/accounts/group_sync.py):
+# JSON {"<group>": {"<project slug>": "reader"|"submitter"|"admin"}, ...}. Empty: memberships are left alone.
+CLOUDPIVOT_OIDC_GROUP_MAP = env.str("CLOUDPIVOT_OIDC_GROUP_MAP", default="")
+CLOUDPIVOT_OIDC_GROUPS_CLAIM = env.str("CLOUDPIVOT_OIDC_GROUPS_CLAIM", default="groups")
 
 # ---------------------------------------------------------------- CloudPivot
 # Where the local backend keeps one state directory per attempt (Runner outbox, program output).
