@@ -63,7 +63,8 @@ def test_platform_figures_tasks_queue_attempts_and_quota(world):
     assert latest("cpu_capacity_cores", kind="node", key=host) == os.cpu_count()
     with open("/proc/meminfo") as meminfo:
         assert latest("memory_capacity_bytes", kind="node", key=host) == meminfo_bytes(meminfo.read())["MemTotal"]
-    assert 0 < latest("memory_used_bytes", kind="node", key=host) < latest("memory_capacity_bytes", kind="node", key=host)
+    node = {"kind": "node", "key": host}
+    assert 0 < latest("memory_used_bytes", **node) < latest("memory_capacity_bytes", **node)
     assert latest("cloud_figures_ok") == 1
 
     # the next pass counts only admissions since this one
