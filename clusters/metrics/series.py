@@ -78,8 +78,8 @@ CONNECTION_CHARTS = [
 ]
 # Per node: the first metric the cloud provides of each pair (load stands in for CPU use on `local`).
 NODE_CHARTS = [
-    (("cpu_used_cores", "load_1m"), "CPU in use", "cores", 1.0),
-    (("memory_used_bytes",), "Memory in use", "GiB", 2.0**30),
+    ((("cpu_used_cores", "cores"), ("load_1m", "load, 1 min")), "CPU in use", 1.0),
+    ((("memory_used_bytes", "GiB"),), "Memory in use", 2.0**30),
 ]
 MAX_NODE_CHARTS = 4
 
@@ -95,8 +95,8 @@ def cloud_charts(*, connection: CloudConnection, hours: float = 24) -> list[Char
         if points:
             charts.append(Chart(title, unit, points, scale))
     for node in subjects_sampled(connection=connection, subject_kind=SubjectKind.NODE, since=since)[:MAX_NODE_CHARTS]:
-        for metrics, title, unit, scale in NODE_CHARTS:
-            for metric in metrics:
+        for metrics, title, scale in NODE_CHARTS:
+            for metric, unit in metrics:
                 got = series_get(
                     connection=connection,
                     metric=metric,
