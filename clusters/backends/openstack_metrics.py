@@ -18,6 +18,8 @@ from clusters.backends.openstack import OpenStackBackend
 from clusters.models import CloudConnection
 
 HYPERVISOR_MICROVERSION = "2.87"
+DIAGNOSTICS_MICROVERSION = "2.48"  # the standard diagnostics format (memory_details, cpu_details)
+DIAGNOSTICS_TIMEOUT_SECONDS = 5
 # At most this many servers' diagnostics per pass: one GET each.
 MAX_DIAGNOSTICS = 50
 MIB = 1024 * 1024
@@ -44,21 +46,38 @@ def hypervisor_figures(backend: OpenStackBackend) -> dict[str, dict[str, float]]
     return out
 
 
-def server_diagnostics(backend: OpenStackBackend, servers: list[Any]) -> dict[str, dict[str, float]]:
-    """Server id → memory and CPU figures from Nova's diagnostics (what the hypervisor driver reports)."""
+def server_diagnostics(backend: OpenStackBackend, servers: list[Any], notes: list[str]) -> dict[str, dict[str, float]]:
+    """Server id → memory and CPU figures from Nova's diagnostics (what the hypervisor driver reports).
+
+    Each GET waits at most DIAGNOSTICS_TIMEOUT_SECONDS (Nova asks the compute host over RPC, which can
+    hang); the first failure ends this pass's diagnostics with a note, so hypervisor and quota figures
+    are never lost to a slow compute host.
+    """
     conn = backend._conn()
     out = {}
-    for server in servers[:MAX_DIAGNOSTICS]:
-        if server.status != "ACTIVE":
-            continue
-        diag = backend._call(f"reading diagnostics of server {server.id}", conn.compute.get_server_diagnostics, server)
+    for server in [s for s in servers if s.status == "ACTIVE"][:MAX_DIAGNOSTICS]:
+
+        def read(server_id: str = server.id) -> dict[str, Any]:
+            response = conn.compute.get(
+                f"/servers/{server_id}/diagnostics",
+                microversion=DIAGNOSTICS_MICROVERSION,
+                timeout=DIAGNOSTICS_TIMEOUT_SECONDS,
+            )
+            os_exc.raise_from_response(response)
+            return response.json()
+
+        try:
+            diag = backend._call(f"reading diagnostics of server {server.id}", read)
+        except BackendError as exc:
+            notes.append(f"no server diagnostics this pass: {exc.message}")
+            break
         values = {}
-        memory = diag.memory_details or {}
+        memory = diag.get("memory_details") or {}
         if memory.get("maximum") is not None:
-            values["memory_capacity_bytes"] = float(memory["maximum"]) * MIB
+            values[MEMORY_CAPACITY] = float(memory["maximum"]) * MIB
         if memory.get("used") is not None:
             values[MEMORY_USED] = float(memory["used"]) * MIB
-        cpus = diag.cpu_details or []
+        cpus = diag.get("cpu_details") or []
         if cpus:
             values[CPU_CAPACITY] = float(len(cpus))
             utilisations = [c["utilisation"] for c in cpus if c.get("utilisation") is not None]
@@ -82,10 +101,5 @@ def cloud_figures(connection: CloudConnection) -> CloudFigures:
         if exc.kind not in ("auth", "not_found"):
             raise
         figures.notes.append(f"no hypervisor statistics: {exc.message}")
-    try:
-        figures.instances = server_diagnostics(backend, backend.list_servers())
-    except BackendError as exc:
-        if exc.kind not in ("auth", "not_found"):
-            raise
-        figures.notes.append(f"no server diagnostics: {exc.message}")
+    figures.instances = server_diagnostics(backend, backend.list_servers(), figures.notes)
     return figures
