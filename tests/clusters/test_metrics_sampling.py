@@ -141,3 +141,24 @@ def test_a_failing_or_hung_cloud_does_not_stop_the_others(world, settings, token
     assert latest("cloud_figures_ok", key="hung") == 0
     assert latest("cloud_figures_ok", key="local") == 1
     assert latest("tasks_active", key="hung") == 0  # the platform's figures for it are still there
+
+
+def test_the_scheduled_jobs_sample_and_downsample(world, caplog):
+    from clusters import jobs
+
+    jobs.sample_metrics()
+    said = jobs.sample_metrics()
+    assert "clouds ok: local" in said and MetricSample.objects.filter(metric="queue_length").count() == 2
+    assert jobs.downsample_metrics().startswith("written {900: 0, 3600: 0}")  # no complete bucket yet
+
+
+def test_a_cloud_without_metrics_server_is_noted_once_not_every_minute(world, kube, kube_connection, caplog):
+    from clusters.metrics import sampling
+
+    sampling._noted.clear()  # what this process has noted so far
+    caplog.set_level("INFO", logger="clusters.metrics.sampling")
+    for _ in range(3):
+        sample_all()
+    notes = [r for r in caplog.records if "metrics API not available" in r.getMessage()]
+    assert len(notes) == 1
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]

@@ -98,3 +98,16 @@ def test_metrics_refuse_without_the_right_credentials(transactional_db, world, m
     assert status == 401 and "cloudpivot_tasks" not in body
     status, _, body = get(metrics_daphne, world.tokens["bob"])  # a user, but not staff
     assert status == 403 and "staff" in body
+
+
+def test_a_staff_session_may_read_them(world):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.rita)
+    assert client.get("/metrics").status_code == 403
+    world.rita.is_staff = True
+    world.rita.save(update_fields=["is_staff"])
+    answer = client.get("/metrics")
+    assert answer.status_code == 200
+    assert "cloudpivot_queue_length" in {f.name for f in text_string_to_metric_families(answer.content.decode())}
