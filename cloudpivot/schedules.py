@@ -4,4 +4,7 @@ SCHEDULES = [
     # Every minute a ticker job runs reconcile passes for about a minute (tasks.jobs.tick);
     # a lease keeps it to one at a time across all workers.
     {"name": "ticker", "func": "tasks.jobs.tick", "schedule_type": "I", "minutes": 1},
+    # Metrics (docs/metrics.md): a sampling pass every minute; averages and retention every 15 minutes.
+    {"name": "metrics-sample", "func": "clusters.jobs.sample_metrics", "schedule_type": "I", "minutes": 1},
+    {"name": "metrics-downsample", "func": "clusters.jobs.downsample_metrics", "schedule_type": "I", "minutes": 15},
 ]

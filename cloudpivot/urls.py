@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from cloudpivot import views
+from clusters.metrics.endpoint import MetricsView
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -19,6 +20,7 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("", include("tasks.urls")),
     path("clouds/", include("clusters.urls")),
     path("admin/", admin.site.urls),

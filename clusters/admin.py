@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from clusters.models import CloudConnection
+from clusters.models import CloudConnection, MetricSample
 
 
 @admin.register(CloudConnection)
@@ -21,3 +21,20 @@ class CloudConnectionAdmin(admin.ModelAdmin):
         ),
         ("Health", {"fields": ["health_status", "health_message", "health_checked_at"]}),
     ]
+
+
+@admin.register(MetricSample)
+class MetricSampleAdmin(admin.ModelAdmin):
+    """Read-only: samples are written by the sampling and downsampling jobs only."""
+
+    list_display = ["timestamp", "connection", "subject_kind", "subject_key", "metric", "value", "resolution"]
+    list_filter = ["resolution", "subject_kind", "connection"]
+    search_fields = ["subject_key", "metric"]
+    date_hierarchy = "timestamp"
+    list_select_related = ["connection"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

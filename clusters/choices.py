@@ -12,3 +12,20 @@ class HealthStatus(models.TextChoices):
     OK = "ok", "OK"
     DEGRADED = "degraded", "Degraded"
     DOWN = "down", "Down"
+
+
+class SubjectKind(models.TextChoices):
+    """What a metric sample describes; the subject key names the one meant (node name, instance id, project slug)."""
+
+    NODE = "node", "Node"
+    INSTANCE = "instance", "Instance"
+    PROJECT = "project", "Project"
+    CONNECTION = "connection", "Connection"
+    PLATFORM = "platform", "Platform"
+
+
+# Sample resolutions in seconds: raw samples, 15-minute and hourly averages.
+RAW = 0
+QUARTER_HOUR = 900
+HOUR = 3600
+RESOLUTIONS = (RAW, QUARTER_HOUR, HOUR)

@@ -6,7 +6,7 @@ from django.db import models
 
 from cloudpivot.accounts.models import Project
 from cloudpivot.common import BaseModel
-from clusters.choices import BackendKind, HealthStatus
+from clusters.choices import RAW, BackendKind, HealthStatus, SubjectKind
 
 
 class CloudConnection(BaseModel):
@@ -39,3 +39,36 @@ class CloudConnection(BaseModel):
 
     def __str__(self) -> str:
         return self.cloud_id
+
+
+class MetricSample(models.Model):
+    """One figure at one moment: raw (resolution 0) or the average over a bucket of `resolution` seconds.
+
+    Generic on purpose: a subject is a kind and a key (node name, instance id, project slug), so new
+    subjects (VM instances) need no schema change. `connection` is empty for platform-wide figures.
+    """
+
+    connection = models.ForeignKey(
+        CloudConnection, null=True, blank=True, on_delete=models.CASCADE, related_name="metric_samples"
+    )
+    subject_kind = models.CharField(max_length=16, choices=SubjectKind.choices)
+    subject_key = models.CharField(max_length=200, blank=True)
+    metric = models.CharField(max_length=64)
+    value = models.FloatField()
+    resolution = models.PositiveIntegerField(default=RAW, help_text="0 = raw; otherwise the bucket size in seconds.")
+    timestamp = models.DateTimeField(help_text="When sampled; for a bucket, its start.")
+
+    class Meta:
+        ordering = ["timestamp"]
+        indexes = [
+            # One series (subject and metric) over a time range, at one resolution.
+            models.Index(
+                fields=["connection", "subject_kind", "subject_key", "metric", "resolution", "timestamp"],
+                name="clusters_sample_series",
+            ),
+            # Downsampling and retention walk one resolution by time.
+            models.Index(fields=["resolution", "timestamp"], name="clusters_sample_age"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject_kind}:{self.subject_key} {self.metric}={self.value} @{self.timestamp}"

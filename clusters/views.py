@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from clusters.metrics.series import cloud_charts
 from tasks.choices import STATE_BADGE, TaskState
 from tasks.portal import connections_with_load
 from tasks.selectors import tasks_visible_to
@@ -32,5 +33,10 @@ def cloud_detail(request: HttpRequest, cloud_id: str) -> HttpResponse:
         for state, label in TaskState.choices
         if counts.get(state)
     ]
-    context = {"cloud": cloud, "by_state": by_state, "recent": visible.order_by("-created_at")[:10]}
+    context = {
+        "cloud": cloud,
+        "by_state": by_state,
+        "recent": visible.order_by("-created_at")[:10],
+        "charts": cloud_charts(connection=cloud),
+    }
     return render(request, "clusters/cloud_detail.html", context)

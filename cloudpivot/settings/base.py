@@ -247,6 +247,16 @@ SPEC_MAX_BYTES = env.int("CLOUDPIVOT_SPEC_MAX_BYTES", default=256 * 1024)
 # Identifies this installation in cloud labels/tags, so two installations never adopt each other's objects.
 INSTALLATION_ID = env.str("CLOUDPIVOT_INSTALLATION_ID", default="default")
 
+# ---------------------------------------------------------------- metrics (docs/metrics.md)
+# How long samples are kept, per resolution: raw, 15-minute averages, hourly averages.
+METRICS_RAW_RETENTION_HOURS = env.float("CLOUDPIVOT_METRICS_RAW_RETENTION_HOURS", default=24)
+METRICS_15M_RETENTION_DAYS = env.float("CLOUDPIVOT_METRICS_15M_RETENTION_DAYS", default=30)
+METRICS_1H_RETENTION_DAYS = env.float("CLOUDPIVOT_METRICS_1H_RETENTION_DAYS", default=365)
+# The longest one cloud's figures may take in a sampling pass; a slower cloud is skipped, the others go on.
+METRICS_CLOUD_TIMEOUT_SECONDS = env.float("CLOUDPIVOT_METRICS_CLOUD_TIMEOUT_SECONDS", default=20)
+# A bearer token a Prometheus server may scrape /metrics with (empty: only staff users may read it).
+METRICS_TOKEN = envsecret("CLOUDPIVOT_METRICS_TOKEN", default="")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

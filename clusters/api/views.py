@@ -3,8 +3,12 @@ from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from cloudpivot.accounts.selectors import projects_visible_to
+from cloudpivot.exceptions import NotFound
 from clusters import inventory
-from clusters.api.serializers import CloudConnectionSerializer
+from clusters.api.serializers import CloudConnectionSerializer, SeriesQuerySerializer
+from clusters.choices import SubjectKind
+from clusters.metrics.series import RESOLUTION_NAMES, series_get
 from clusters.models import CloudConnection
 from clusters.selectors import connections_visible_to
 
@@ -26,7 +30,41 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
     def resources(self, request, cloud_id=None, kind=None):
         return Response(inventory.cloud_inventory(connection=self.get_object(), kind=kind))
 
-    @extend_schema(responses={200: dict}, summary="Current CPU and memory use (metrics.k8s.io where served)")
+    @extend_schema(
+        parameters=[SeriesQuerySerializer],
+        responses={200: dict},
+        summary="Current CPU and memory use (metrics.k8s.io where served); with ?metric=, a sampled series",
+    )
     @action(detail=True, methods=["get"])
     def metrics(self, request, cloud_id=None):
-        return Response(inventory.cloud_metrics(connection=self.get_object()))
+        connection = self.get_object()
+        if "metric" not in request.query_params:
+            return Response(inventory.cloud_metrics(connection=connection))
+        query = SeriesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        if q["subject_kind"] == SubjectKind.PROJECT and not (
+            projects_visible_to(user=request.user).filter(slug=q["subject_key"]).exists()
+        ):
+            raise NotFound(f"project {q['subject_key']} not found")  # the same answer for foreign ones
+        found = series_get(
+            connection=connection,
+            metric=q["metric"],
+            subject_kind=q["subject_kind"],
+            subject_key=q.get("subject_key"),
+            since=q.get("since"),
+            until=q.get("until"),
+            resolution=RESOLUTION_NAMES[q["resolution"]] if q.get("resolution") else None,
+        )
+        names = {seconds: name for name, seconds in RESOLUTION_NAMES.items()}
+        return Response(
+            {
+                "cloud": connection.cloud_id,
+                "metric": found.metric,
+                "subject_kind": found.subject_kind,
+                "subject_key": found.subject_key,
+                "resolution": names[found.resolution],
+                "count": len(found.points),
+                "points": [{"t": moment.isoformat(), "v": value} for moment, value in found.points],
+            }
+        )

@@ -9,6 +9,7 @@ pages go to docs/screenshots/ (CLOUDPIVOT_SCREENSHOT_DIR overrides; empty: none)
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from django_q.conf import Conf
 
 from cloudpivot.accounts.models import Quota
@@ -257,3 +259,23 @@ def test_a_reader_sees_the_task_but_no_cancel_button_and_the_api_refuses(open_pa
     )
     assert status == 403
     assert Task.objects.get(pk=task.pk).state == "PENDING"
+
+
+def test_the_cloud_page_charts_sampled_figures(open_page, portal_live, world):
+    from clusters.metrics.sampling import sample_all
+
+    page = open_page("bob")
+    page.goto("/clouds/local/")
+    expect(page.get_by_text("No samples yet")).to_be_visible()
+    for minutes_ago in (30, 15, 0):  # three sampling passes, as the minute schedule would have made
+        sample_all(now=timezone.now() - dt.timedelta(minutes=minutes_ago))
+    page.reload()
+    waiting = page.locator('figure[data-metric-chart="Waiting tasks"]')
+    expect(waiting).to_be_visible()
+    expect(waiting.locator("svg")).to_have_attribute("aria-label", re.compile(r"^Waiting tasks: 0 tasks now, 3 points"))
+    points = waiting.locator("polyline").get_attribute("points").split()
+    assert len(points) == 3
+    box = waiting.locator("svg").bounding_box()
+    assert box and box["width"] > 200 and box["height"] > 50  # drawn at a readable size
+    assert page.locator("figure.chart").count() >= 3  # active tasks, waiting tasks, this host's memory …
+    screenshot(page, "cloud-metrics", full_page=True)

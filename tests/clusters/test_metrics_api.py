@@ -1,0 +1,96 @@
+"""GET /api/v1/clouds/{id}/metrics?metric=…: one sampled series; bad input is a 400 naming the field."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+
+from cloudpivot.accounts.models import Quota
+from clusters.metrics.sampling import sample_all
+from clusters.models import MetricSample
+from tests.portal.conftest import submit
+
+
+def put(world, metric, values, *, kind="connection", key="local", resolution=0, start=None):
+    start = start or timezone.now() - dt.timedelta(minutes=len(values))
+    MetricSample.objects.bulk_create(
+        MetricSample(
+            connection=world.local,
+            subject_kind=kind,
+            subject_key=key,
+            metric=metric,
+            value=value,
+            resolution=resolution,
+            timestamp=start + dt.timedelta(minutes=i),
+        )
+        for i, value in enumerate(values)
+    )
+
+
+def test_a_series_of_the_last_day_oldest_first(api, world):
+    put(world, "queue_length", [3, 1, 4, 1, 5])
+    put(world, "queue_length", [9], start=timezone.now() - dt.timedelta(hours=30))  # older than the default range
+    answer = api("bob").get("/api/v1/clouds/local/metrics", {"metric": "queue_length"})
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert body["resolution"] == "raw" and body["subject_key"] == "local" and body["count"] == 5
+    assert [p["v"] for p in body["points"]] == [3, 1, 4, 1, 5]
+    times = [dt.datetime.fromisoformat(p["t"]) for p in body["points"]]
+    assert times == sorted(times)
+
+
+def test_a_range_and_resolution_and_a_node(api, world):
+    start = timezone.now() - dt.timedelta(days=3)
+    put(world, "cpu_used_cores", [0.5, 1.5], kind="node", key="node-1", resolution=900, start=start)
+    answer = api("bob").get(
+        "/api/v1/clouds/local/metrics",
+        {
+            "metric": "cpu_used_cores",
+            "subject_kind": "node",
+            "subject_key": "node-1",
+            "since": (start - dt.timedelta(hours=1)).isoformat(),
+        },
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["resolution"] == "15m"  # raw samples are not kept that long
+    assert [p["v"] for p in answer.json()["points"]] == [0.5, 1.5]
+    raw = api("bob").get(
+        "/api/v1/clouds/local/metrics",
+        {"metric": "cpu_used_cores", "subject_kind": "node", "subject_key": "node-1", "resolution": "raw"},
+    )
+    assert raw.json()["count"] == 0
+
+
+def test_sampled_quota_use_is_for_the_projects_members(api, world):
+    Quota.objects.create(project=world.beta, connection=world.local, max_tasks=3)  # a quota on this cloud
+    submit(world.charlie)
+    sample_all()
+    query = {"metric": "quota_limit_tasks", "subject_kind": "project", "subject_key": "beta"}
+    mine = api("charlie").get("/api/v1/clouds/local/metrics", query)
+    assert mine.status_code == 200 and [p["v"] for p in mine.json()["points"]] == [3]
+    foreign = api("bob").get("/api/v1/clouds/local/metrics", query)
+    assert foreign.status_code == 404 and foreign.json()["code"] == "not_found"
+
+
+def test_bad_queries_name_the_field(api, world):
+    cases = [
+        ({"metric": "Queue Length!"}, "metric"),
+        ({"metric": "queue_length", "subject_kind": "galaxy"}, "subject_kind"),
+        ({"metric": "queue_length", "subject_kind": "node"}, "subject_key"),
+        ({"metric": "queue_length", "since": "yesterday"}, "since"),
+        ({"metric": "queue_length", "resolution": "5m"}, "resolution"),
+        (
+            {"metric": "queue_length", "since": "2026-11-30T10:00:00Z", "until": "2026-11-30T09:00:00Z"},
+            "since",
+        ),
+    ]
+    for query, field in cases:
+        answer = api("bob").get("/api/v1/clouds/local/metrics", query)
+        assert answer.status_code == 400, (query, answer.content)
+        assert [e["field"] for e in answer.json()["errors"]] == [field], (query, answer.json())
+
+
+def test_without_a_metric_the_current_figures_as_before(api, world):
+    answer = api("bob").get("/api/v1/clouds/local/metrics")
+    assert answer.status_code == 200 and answer.json()["available"] is False
