@@ -261,7 +261,7 @@ def test_a_reader_sees_the_task_but_no_cancel_button_and_the_api_refuses(open_pa
     assert Task.objects.get(pk=task.pk).state == "PENDING"
 
 
-def test_the_cloud_page_charts_sampled_figures(open_page, portal_live, world):
+def test_the_cloud_page_charts_sampled_figures(open_page, live, world):
     from clusters.metrics.sampling import sample_all
 
     page = open_page("bob")
