@@ -4,4 +4,6 @@ SCHEDULES = [
     # Every minute a ticker job runs reconcile passes for about a minute (tasks.jobs.tick);
     # a lease keeps it to one at a time across all workers.
     {"name": "ticker", "func": "tasks.jobs.tick", "schedule_type": "I", "minutes": 1},
+    # Observe every instance's server (one list per connection), prune snapshots past retention.
+    {"name": "instances-refresh", "func": "resources.jobs.refresh", "schedule_type": "I", "minutes": 1},
 ]
