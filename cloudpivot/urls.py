@@ -14,6 +14,7 @@ api_v1 = [
     path("", include("tasks.api.urls")),
     path("", include("clusters.api.urls")),
     path("", include("cloudpivot.accounts.api.urls")),
+    path("", include("resources.api.urls")),
 ]
 
 urlpatterns = [
