@@ -22,6 +22,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("", include("tasks.urls")),
     path("clouds/", include("clusters.urls")),
+    path("", include("resources.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(api_v1)),

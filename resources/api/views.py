@@ -10,7 +10,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from cloudpivot.exceptions import ApplicationError, InvalidSpec
+from cloudpivot.exceptions import InvalidSpec
 from resources import selectors
 from resources.api.serializers import (
     ConsoleSerializer,
@@ -25,6 +25,7 @@ from resources.backends import get_instance_backend
 from resources.backends.base import BackendError
 from resources.models import Instance, Operation, Snapshot
 from resources.services import instance_action, instance_create, snapshot_delete
+from resources.services.requests import CloudUnavailable, InvalidState
 
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)
 
@@ -107,11 +108,11 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
         instance = self.get_object()
         params = validated(ConsoleSerializer, request.query_params)
         if not instance.server_id:
-            raise ApplicationError("the instance has no server yet", code="invalid_state", extra={})
+            raise InvalidState("the instance has no server yet")
         try:
             output = get_instance_backend(instance.connection).console_log(instance.server_id, lines=params["lines"])
         except BackendError as exc:
-            raise ApplicationError(f"reading the console log: {exc.message}", code="cloud_unavailable") from None
+            raise CloudUnavailable(exc.message) from None
         return Response({"output": output})
 
 

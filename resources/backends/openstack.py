@@ -122,9 +122,15 @@ class OpenStackInstances:
         return ImageView(id=image.id, status=image.status or "", ready=image.status == "active", size_bytes=image.size)
 
     def console_log(self, server_id: str, *, lines: int) -> str:
-        output = self._call(
-            "reading the console log", self._conn().compute.get_server_console_output, server_id, length=lines
-        )
+        """Nova asks nova-compute over RPC and waits; seen here: the first such call a fresh nova-api worker
+        makes can time out while the next one answers at once. So a timeout is tried once more."""
+        read = self._conn().compute.get_server_console_output
+        try:
+            output = self._call("reading the console log", read, server_id, length=lines)
+        except BackendError as exc:
+            if exc.kind != "transient":
+                raise
+            output = self._call("reading the console log (second try)", read, server_id, length=lines)
         return (output or {}).get("output", "") if isinstance(output, dict) else str(output or "")
 
     # ------------------------------------------------------------------ writes (each only asks)

@@ -55,6 +55,13 @@ class UnsupportedAction(ApplicationError):
     status = 422
 
 
+class CloudUnavailable(ApplicationError):
+    """A read the request needed did not get an answer from the cloud."""
+
+    code = "cloud_unavailable"
+    status = 503
+
+
 class InvalidState(Conflict):
     code = "invalid_state"
 
@@ -110,7 +117,7 @@ def _cloud_read(what: str, field: str, function, *args):
     except BackendError as exc:
         if exc.kind == "not_found" or exc.kind == "invalid_spec":
             raise InvalidSpec(exc.message, errors=[{"field": field, "message": exc.message}]) from None
-        raise ApplicationError(f"{what}: {exc.message}", code="cloud_unavailable") from None
+        raise CloudUnavailable(f"{what}: {exc.message}") from None
 
 
 def _check_site_limits(flavor) -> None:
@@ -342,7 +349,7 @@ def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> 
         try:
             has_block_storage = backend.has_block_storage
         except BackendError as exc:
-            raise ApplicationError(f"reading the catalog: {exc.message}", code="cloud_unavailable") from None
+            raise CloudUnavailable(f"reading the catalog: {exc.message}") from None
         if volumes == "purge":
             message = (
                 f"the {instance.connection.cloud_id} cloud has no block-storage (Cinder) service, so this instance "
