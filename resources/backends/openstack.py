@@ -133,6 +133,21 @@ class OpenStackInstances:
             output = self._call("reading the console log (second try)", read, server_id, length=lines)
         return (output or {}).get("output", "") if isinstance(output, dict) else str(output or "")
 
+    def action_failure(self, server_id: str, action: str) -> str:
+        """Words for the latest instance action `action` if Nova recorded it as failed ("" otherwise)."""
+        conn = self._conn()
+        actions = self._call("reading the server's actions", lambda: list(conn.compute.server_actions(server_id)))
+        latest = next((a for a in actions if a.action == action), None)
+        if latest is None or latest.message != "Error":
+            return ""
+        detail = self._call("reading the server's action", conn.compute.get_server_action, latest.request_id, server_id)
+        failed = [
+            e.get("event") if isinstance(e, dict) else getattr(e, "event", "")
+            for e in (detail.events or [])
+            if (e.get("result") if isinstance(e, dict) else getattr(e, "result", "")) == "Error"
+        ]
+        return f"Nova's {action} action ended in Error ({', '.join(filter(None, failed)) or 'no event named'})"
+
     # ------------------------------------------------------------------ writes (each only asks)
     def create(self, request: CreateRequest) -> str:
         conn = self._conn()

@@ -174,7 +174,13 @@ class Runner:
         def verify():
             view = self.observe()
             self.fail_on_error(view)
-            return view if view and view.raw_status == "VERIFY_RESIZE" and view.settled else None
+            if view.settled and view.raw_status in ("ACTIVE", "SHUTOFF") and view.flavor != params["flavor"]:
+                # Nova set task_state resize_prep before it answered: settled on the old flavor means it gave up
+                why = self.backend.action_failure(self.instance.server_id, "resize") or "no reason given"
+                raise OperationFailed(
+                    f"the resize did not happen: the server is {view.raw_status} on flavor {view.flavor} again; {why}"
+                )
+            return view if view.raw_status == "VERIFY_RESIZE" and view.settled else None
 
         self.wait(verify, "server in VERIFY_RESIZE")
         self.backend.confirm_resize(self.instance.server_id)

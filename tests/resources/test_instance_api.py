@@ -211,3 +211,42 @@ def test_parallel_creates_never_overshoot_the_instance_quota(os_world, api):
     assert not errors, errors
     assert sorted(results) == [202] * 3 + [422] * 17
     assert Instance.objects.count() == 3
+
+
+def test_a_cloud_without_instances_says_so(os_world, api):
+    response = create(api, cloud="local")
+    assert response.status_code == 422 and response.json()["code"] == "unsupported"
+    assert response.json()["message"] == "VM instances are not available on the local cloud (local)"
+    assert response.json()["errors"][0]["field"] == "cloud"
+
+
+def test_owner_and_project_are_fixed_and_an_owner_change_goes_through_the_audited_service(os_world, api):
+    from cloudpivot.accounts.models import AuditEntry
+    from cloudpivot.exceptions import InvalidSpec
+    from resources.models import ImmutableFieldChanged
+    from resources.services import instance_owner_change
+
+    world = os_world.world
+    instance = Instance.objects.get(pk=create(api).json()["instance"])
+    instance.project = world.beta
+    with pytest.raises(ImmutableFieldChanged):
+        instance.save()
+    instance.refresh_from_db()
+    instance.owner = world.alice
+    with pytest.raises(ImmutableFieldChanged):
+        instance.save()
+    instance.refresh_from_db()
+    with pytest.raises(InvalidSpec, match="charlie is not a member of project alpha"):
+        instance_owner_change(instance=instance, new_owner=world.charlie, actor=world.alice)
+    instance_owner_change(instance=instance, new_owner=world.alice, actor=world.alice)
+    assert Instance.objects.get(pk=instance.pk).owner == world.alice
+    entry = AuditEntry.objects.get(action="resources:instance-owner-change")
+    assert entry.details == {"from": "bob", "to": "alice"} and entry.actor == world.alice
+
+
+def test_operations_are_listed_for_project_members_only(os_world, api):
+    operation_id = create(api).json()["id"]
+    assert [o["id"] for o in api("rita").get("/api/v1/operations").json()["results"]] == [operation_id]
+    assert api("charlie").get("/api/v1/operations").json()["results"] == []
+    assert api("charlie").get(f"/api/v1/operations/{operation_id}").status_code == 404
+    assert api("bob").get("/api/v1/operations/not-a-uuid").status_code == 404

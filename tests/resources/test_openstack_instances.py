@@ -173,3 +173,23 @@ def test_a_snapshot_over_the_count_limit_prunes_the_oldest_and_audits_it(os_inst
     entry = AuditEntry.objects.get(action="resources:snapshot-pruned")
     assert entry.object_ref == first["snapshot"] and "over the limit of 1" in entry.details["why"]
     assert os_instances.conn.image.find_image(first["result"]["image_id"], ignore_missing=True) is None
+
+
+def test_a_resize_is_checked_against_quota_and_a_resize_nova_gives_up_on_fails_with_its_words(os_instances, api):
+    quota = Quota.objects.create(project=os_instances.world.alpha, max_volume_gb=10)
+    instance_id = finished(api, create(api).json()["id"])["instance"]
+    url = f"/api/v1/instances/{instance_id}/actions"
+    response = api("bob").post(url, {"action": "resize", "flavor": "cp.nohost"}, format="json")
+    assert response.status_code == 422, response.json()
+    assert response.json()["message"].startswith("quota exceeded: volume GB 4999999/9 left"), response.json()
+    quota.delete()
+    # This cloud has one compute host and does not allow resizing on the same host: Nova accepts the resize,
+    # then the scheduler gives up and the server settles on its old flavor. The Operation says so.
+    response = api("bob").post(url, {"action": "resize", "flavor": "cp.nohost"}, format="json")
+    assert response.status_code == 202
+    operation = api("bob").get(f"/api/v1/operations/{response.json()['id']}").json()
+    assert operation["state"] == "failed" and operation["error_kind"] == "failed"
+    assert operation["error_message"].startswith("the resize did not happen: the server is ACTIVE on flavor cp.tiny")
+    assert "Nova's resize action ended in Error" in operation["error_message"]
+    vm = instance(api, instance_id)
+    assert (vm["flavor"], vm["status"], vm["operation"]) == ("cp.tiny", "Running", None)
