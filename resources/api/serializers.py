@@ -103,8 +103,19 @@ class InstanceCreateSerializer(serializers.Serializer):
     )
     cloud = serializers.CharField(max_length=64)
     project = serializers.SlugField(max_length=64, required=False)
-    flavor = serializers.CharField(max_length=100)
+    flavor = serializers.CharField(max_length=100, required=False, help_text="A flavor name or id …")
+    vcpus = serializers.IntegerField(min_value=1, required=False, help_text="… or vCPU and memory_mb")
+    memory_mb = serializers.IntegerField(min_value=1, required=False)
     image = serializers.CharField(max_length=255)
+
+    def validate(self, attrs):
+        if attrs.get("flavor") and (attrs.get("vcpus") or attrs.get("memory_mb")):
+            raise serializers.ValidationError({"flavor": "give a flavor or vcpus and memory_mb, not both"})
+        if not attrs.get("flavor"):
+            for field in ("vcpus", "memory_mb"):
+                if not attrs.get(field):
+                    raise serializers.ValidationError({field: "required without a flavor"})
+        return attrs
 
 
 class InstanceActionSerializer(serializers.Serializer):

@@ -68,6 +68,9 @@ class InstanceBackend(Protocol):
     has_block_storage: bool
 
     def flavor(self, name: str) -> FlavorView: ...
+    def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
+        """The smallest flavor (or VM size) with at least these resources."""
+
     def image_ref(self, name: str) -> str: ...
     def create(self, request: CreateRequest) -> str:
         """Ask for the server; returns its id. Idempotent on `instance_id` (adopts a server already made)."""

@@ -89,6 +89,20 @@ class OpenStackInstances:
             id=flavor.id, name=flavor.name, vcpus=flavor.vcpus or 0, memory_mb=flavor.ram or 0, disk_gb=flavor.disk or 0
         )
 
+    def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
+        """The smallest flavor with at least this many vCPU and MB (then the smallest disk)."""
+        flavors = self._call("listing flavors", lambda: list(self._conn().compute.flavors(details=True)))
+        fitting = [f for f in flavors if (f.vcpus or 0) >= vcpus and (f.ram or 0) >= memory_mb]
+        if not fitting:
+            raise BackendError(
+                f"the {self.connection.cloud_id} cloud has no flavor with at least {vcpus} vCPU and {memory_mb} MB",
+                kind="not_found",
+            )
+        best = min(fitting, key=lambda f: (f.vcpus or 0, f.ram or 0, f.disk or 0, f.name or ""))
+        return FlavorView(
+            id=best.id, name=best.name, vcpus=best.vcpus or 0, memory_mb=best.ram or 0, disk_gb=best.disk or 0
+        )
+
     def image_ref(self, name: str) -> str:
         image = self._call(f"finding image {name!r}", self._conn().image.find_image, name, ignore_missing=True)
         if image is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from django.conf import settings
@@ -121,21 +122,27 @@ def _cloud_read(what: str, field: str, function, *args):
 
 
 def _check_site_limits(flavor) -> None:
+    """Site limits on one instance's size (settings INSTANCE_MAX_VCPUS / INSTANCE_MAX_MEMORY_MB)."""
     max_vcpus = getattr(settings, "INSTANCE_MAX_VCPUS", 16)
     max_memory = getattr(settings, "INSTANCE_MAX_MEMORY_MB", 65536)
     if flavor.vcpus > max_vcpus or flavor.memory_mb > max_memory:
+        what = "you asked for" if flavor.name == "asked for" else f"flavor {flavor.name} has"
         message = (
-            f"flavor {flavor.name} has {flavor.vcpus} vCPU / {flavor.memory_mb} MB; this site allows instances "
+            f"{what} {flavor.vcpus} vCPU / {flavor.memory_mb} MB; this site allows instances "
             f"of at most {max_vcpus} vCPU / {max_memory} MB"
         )
-        raise InvalidSpec(message, errors=[{"field": "flavor", "message": message}])
+        field = "vcpus" if flavor.vcpus > max_vcpus else "memory_mb"
+        raise InvalidSpec(
+            message, errors=[{"field": "flavor" if flavor.name != "asked for" else field, "message": message}]
+        )
 
 
 # ---------------------------------------------------------------------------- create
 def instance_create(
     *, user: AbstractBaseUser, data: dict[str, Any], idempotency_key: str = "", snapshot: Snapshot | None = None
 ) -> tuple[Operation, bool]:
-    """A new instance (Pending) and its create Operation. `data`: name, cloud, project?, flavor, image.
+    """A new instance (Pending) and its create Operation. `data`: name, cloud, project?, image, and
+    either flavor or vcpus + memory_mb (the smallest fitting flavor is chosen, within the site limits).
 
     With `snapshot`, the image is the snapshot's and the project must be the snapshot's own.
     """
@@ -155,7 +162,15 @@ def instance_create(
         connection = _connection_for(user=user, cloud_id=data["cloud"])
         project = _project_for(user=user, connection=connection, slug=data.get("project"))
     backend = _backend(connection)
-    flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
+    if data.get("flavor"):
+        flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
+    else:
+        _check_site_limits(SimpleNamespace(name="asked for", vcpus=data["vcpus"], memory_mb=data["memory_mb"]))
+        flavor = _cloud_read(
+            "choosing a flavor",
+            "vcpus",
+            lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
+        )
     _check_site_limits(flavor)
     image = (
         snapshot.image_id if snapshot else _cloud_read("finding the image", "image", backend.image_ref, data["image"])

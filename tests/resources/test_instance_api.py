@@ -18,13 +18,9 @@ pytestmark = pytest.mark.e2e
 
 
 def body(**extra):
-    return {
-        "name": "vm1",
-        "cloud": "os-dev",
-        "project": "alpha",
-        "flavor": "cp.tiny",
-        "image": "cp-runner-fake",
-    } | extra
+    """A create request; a None in `extra` leaves that field out."""
+    document = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
+    return {key: value for key, value in (document | extra).items() if value is not None}
 
 
 def create(api, user="bob", **extra):
@@ -67,6 +63,10 @@ def test_others_get_404_and_readers_cannot_act(os_world, api):
         ({"cloud": "nowhere"}, "cloud", 400),
         ({"project": "beta"}, "project", 400),
         ({"flavor": ""}, "flavor", 400),
+        ({"flavor": None, "vcpus": 1}, "memory_mb", 400),
+        ({"vcpus": 1, "memory_mb": 64}, "flavor", 400),
+        ({"flavor": None, "vcpus": 99, "memory_mb": 64}, "vcpus", 400),
+        ({"flavor": None, "vcpus": 2, "memory_mb": 64}, "vcpus", 400),
     ],
 )
 def test_bad_input_is_a_4xx_naming_the_field(os_world, api, extra, field, status):
@@ -74,6 +74,14 @@ def test_bad_input_is_a_4xx_naming_the_field(os_world, api, extra, field, status
     assert response.status_code == status, response.json()
     assert field in [e["field"] for e in response.json()["errors"]], response.json()
     assert not Instance.objects.exists()
+
+
+def test_vcpus_and_memory_choose_the_smallest_fitting_flavor(os_world, api):
+    response = create(api, flavor=None, vcpus=1, memory_mb=32)
+    assert response.status_code == 202, response.json()
+    assert response.json()["params"]["flavor"] == "cp.tiny"  # cp.nohost has the same size and a larger disk
+    response = create(api, flavor=None, vcpus=2, memory_mb=64)
+    assert "no flavor with at least 2 vCPU and 64 MB" in response.json()["message"]
 
 
 def test_the_same_idempotency_key_and_body_give_the_same_operation_another_body_409(os_world, api):

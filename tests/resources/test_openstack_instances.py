@@ -11,6 +11,7 @@ import pytest
 from cloudpivot.accounts.models import AuditEntry, Quota
 from resources.models import Instance, Operation, Snapshot
 from resources.services import instances_refresh
+from tests import helpers
 from tests.openstack.conftest import INSTALLATION
 
 pytestmark = [pytest.mark.e2e]
@@ -193,3 +194,17 @@ def test_a_resize_is_checked_against_quota_and_a_resize_nova_gives_up_on_fails_w
     assert "Nova's resize action ended in Error" in operation["error_message"]
     vm = instance(api, instance_id)
     assert (vm["flavor"], vm["status"], vm["operation"]) == ("cp.tiny", "Running", None)
+
+
+def test_the_refresh_sees_a_server_stopped_outside_cloudpivot_and_audits_it(os_instances, api):
+    operation = finished(api, create(api).json()["id"])
+    vm = instance(api, operation["instance"])
+    os_instances.conn.compute.stop_server(vm["server_id"])
+    helpers.wait_for(lambda: nova(os_instances, vm["server_id"]) == ("SHUTOFF", None), timeout=60, what="SHUTOFF")
+    assert "1 changed" in instances_refresh()
+    vm = instance(api, operation["instance"])
+    assert (vm["status"], vm["status_reason"]) == ("Stopped", "Nova: SHUTOFF")
+    entry = AuditEntry.objects.get(action="resources:instance-status")
+    assert entry.details["was"] == "Running" and entry.details["now"] == "Stopped"
+    assert "0 changed" in instances_refresh()  # nothing new: no second entry
+    assert AuditEntry.objects.filter(action="resources:instance-status").count() == 1
