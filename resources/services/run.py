@@ -7,6 +7,7 @@ a stop, the image active after a snapshot, the server gone after a delete).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, Ope
 from resources.models import Instance, Operation, Snapshot
 
 S = InstanceStatus
+logger = logging.getLogger(__name__)
 
 
 class OperationFailed(Exception):
@@ -57,6 +59,10 @@ def operation_run(*, operation_id: str) -> str:
         message = f"quota exceeded: the cloud refused: {exc.message}" if exc.kind == "quota" else exc.message
         runner.finish(OperationState.FAILED, kind=kind, message=message)
         return f"failed: {message}"
+    except Exception as exc:  # anything else: the Operation must still end, or it holds the instance for ever
+        logger.exception("operation %s failed unexpectedly", operation_id)
+        runner.finish(OperationState.FAILED, kind="internal", message=f"{type(exc).__name__}: {exc}")
+        return f"failed: {exc}"
     runner.finish(OperationState.SUCCEEDED, result=result)
     return "succeeded"
 
@@ -66,8 +72,11 @@ class Runner:
         self.operation = operation
         self.instance: Instance | None = operation.instance
         self.connection = (operation.instance or operation.snapshot).connection
-        self.backend = get_instance_backend(self.connection)
         self.last_view: ServerView | None = None
+
+    @property
+    def backend(self):
+        return get_instance_backend(self.connection)
 
     # ------------------------------------------------------------------ the actions
     def run(self) -> dict[str, Any]:
