@@ -7,4 +7,6 @@ SCHEDULES = [
     # Metrics (docs/metrics.md): a sampling pass every minute; averages and retention every 15 minutes.
     {"name": "metrics-sample", "func": "clusters.jobs.sample_metrics", "schedule_type": "I", "minutes": 1},
     {"name": "metrics-downsample", "func": "clusters.jobs.downsample_metrics", "schedule_type": "I", "minutes": 15},
+    # Observe every instance's server (one list per connection), prune snapshots past retention.
+    {"name": "instances-refresh", "func": "resources.jobs.refresh", "schedule_type": "I", "minutes": 1},
 ]

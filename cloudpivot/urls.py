@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("tasks.api.urls")),
     path("", include("clusters.api.urls")),
     path("", include("cloudpivot.accounts.api.urls")),
+    path("", include("resources.api.urls")),
 ]
 
 urlpatterns = [
@@ -23,6 +24,7 @@ urlpatterns = [
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("", include("tasks.urls")),
     path("clouds/", include("clusters.urls")),
+    path("", include("resources.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(api_v1)),

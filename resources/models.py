@@ -1,1 +1,135 @@
-"""Persistent VM instances, snapshots and metrics arrive with the resources issue."""
+"""Persistent VM instances, their snapshots, and the Operation log of every write action (DESIGN §7).
+
+Only resources.services writes these rows; status fields are observations, never wishes.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from cloudpivot.accounts.models import Project
+from cloudpivot.common import BaseModel
+from clusters.models import CloudConnection
+from resources.choices import Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
+
+
+class ImmutableFieldChanged(Exception):
+    """Owner and project are fixed at create; the owner changes only through instance_owner_change."""
+
+
+class Instance(BaseModel):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=63)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="instances")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="instances")
+    connection = models.ForeignKey(CloudConnection, on_delete=models.PROTECT, related_name="instances")
+    backend = models.CharField(max_length=16, editable=False, help_text="Copied from the connection at create.")
+    flavor = models.CharField(max_length=100)
+    vcpus = models.PositiveIntegerField(help_text="From the flavor: what counts against quotas.")
+    memory_mb = models.PositiveIntegerField()
+    disk_gb = models.PositiveIntegerField(default=0, help_text="The flavor's root disk (counts as volume GB).")
+    image = models.CharField(max_length=255, help_text="The image (or snapshot image) the server boots from.")
+    desired_power_state = models.CharField(max_length=8, choices=PowerState.choices, default=PowerState.RUNNING)
+    boot_id = models.PositiveIntegerField(default=1, help_text="Raised by each explicit start; a retry repeats it.")
+    status = models.CharField(max_length=16, choices=InstanceStatus.choices, default=InstanceStatus.PENDING)
+    status_reason = models.TextField(blank=True)
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+    observed_at = models.DateTimeField(null=True, blank=True, help_text="The last time the cloud was looked at.")
+    operation = models.ForeignKey(
+        "Operation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The operation in flight, if any.",
+    )
+    server_id = models.CharField(max_length=64, blank=True, help_text="The cloud's id (a Nova server UUID).")
+    root_volume_ref = models.CharField(max_length=64, blank=True, help_text="Kept on delete unless purged.")
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "-created_at"], name="resources_instance_project")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.short_id})"
+
+    @property
+    def short_id(self) -> str:
+        return self.id.hex[:8]
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            before = Instance.objects.filter(pk=self.pk).values("project_id", "owner_id").first()
+            if before and before["project_id"] != self.project_id:
+                raise ImmutableFieldChanged("an instance's project cannot change")
+            if before and before["owner_id"] != self.owner_id and not getattr(self, "_owner_change", False):
+                raise ImmutableFieldChanged("an instance's owner changes only through instance_owner_change")
+        super().save(*args, **kwargs)
+
+
+class Snapshot(BaseModel):
+    """A disk image of an instance, owned by a project: restores go only into that project."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=100)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="snapshots")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="snapshots")
+    connection = models.ForeignKey(CloudConnection, on_delete=models.PROTECT, related_name="snapshots")
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.SET_NULL, related_name="snapshots")
+    image_id = models.CharField(max_length=64, blank=True, help_text="The cloud's image id (Glance).")
+    size_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=SnapshotStatus.choices, default=SnapshotStatus.CREATING)
+    status_reason = models.TextField(blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id.hex[:8]})"
+
+
+class Operation(BaseModel):
+    """One write action on an instance or snapshot: who asked what, when, and what the cloud showed after."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="operations")
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE, related_name="operations")
+    snapshot = models.ForeignKey(Snapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="operations")
+    action = models.CharField(max_length=20, choices=Action.choices)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="operations",
+        help_text="Empty: CloudPivot itself (a schedule).",
+    )
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    request_sha256 = models.CharField(max_length=64, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=OperationState.choices, default=OperationState.PENDING)
+    error_kind = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["requested_by", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="resources_operation_unique_idempotency_key",
+            )
+        ]
+        indexes = [models.Index(fields=["instance", "-created_at"], name="resources_operation_instance")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.id.hex[:8]} ({self.state})"

@@ -1,0 +1,150 @@
+"""Instance, snapshot and operation views for the API, and the shapes of the write requests."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from resources.models import Instance, Operation, Snapshot
+from resources.services.requests import INSTANCE_ACTIONS
+
+
+class OperationSerializer(serializers.ModelSerializer):
+    requested_by = serializers.SerializerMethodField()
+    instance = serializers.UUIDField(source="instance_id", allow_null=True, read_only=True)
+    snapshot = serializers.UUIDField(source="snapshot_id", allow_null=True, read_only=True)
+    project = serializers.CharField(source="project.slug", read_only=True)
+
+    class Meta:
+        model = Operation
+        fields = [
+            "id",
+            "action",
+            "state",
+            "instance",
+            "snapshot",
+            "project",
+            "requested_by",
+            "idempotency_key",
+            "params",
+            "error_kind",
+            "error_message",
+            "result",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def get_requested_by(self, operation: Operation) -> str:
+        return operation.requested_by.get_username() if operation.requested_by else "cloudpivot"
+
+
+class InstanceSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    cloud = serializers.CharField(source="connection.cloud_id", read_only=True)
+    operation = OperationSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Instance
+        fields = [
+            "id",
+            "name",
+            "project",
+            "owner",
+            "cloud",
+            "backend",
+            "flavor",
+            "vcpus",
+            "memory_mb",
+            "disk_gb",
+            "image",
+            "desired_power_state",
+            "boot_id",
+            "status",
+            "status_reason",
+            "status_changed_at",
+            "observed_at",
+            "operation",
+            "server_id",
+            "created_at",
+            "deleted_at",
+        ]
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    cloud = serializers.CharField(source="connection.cloud_id", read_only=True)
+    instance = serializers.UUIDField(source="instance_id", allow_null=True, read_only=True)
+
+    class Meta:
+        model = Snapshot
+        fields = [
+            "id",
+            "name",
+            "project",
+            "owner",
+            "cloud",
+            "instance",
+            "image_id",
+            "size_bytes",
+            "status",
+            "status_reason",
+            "created_at",
+            "deleted_at",
+        ]
+
+
+class InstanceCreateSerializer(serializers.Serializer):
+    name = serializers.RegexField(
+        r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$",
+        max_length=63,
+        error_messages={"invalid": "letters, digits, '.', '_' and '-', starting with a letter or digit"},
+    )
+    cloud = serializers.CharField(max_length=64)
+    project = serializers.SlugField(max_length=64, required=False)
+    flavor = serializers.CharField(max_length=100, required=False, help_text="A flavor name or id …")
+    vcpus = serializers.IntegerField(min_value=1, required=False, help_text="… or vCPU and memory_mb")
+    memory_mb = serializers.IntegerField(min_value=1, required=False)
+    image = serializers.CharField(max_length=255)
+
+    def validate(self, attrs):
+        if attrs.get("flavor") and (attrs.get("vcpus") or attrs.get("memory_mb")):
+            raise serializers.ValidationError({"flavor": "give a flavor or vcpus and memory_mb, not both"})
+        if not attrs.get("flavor"):
+            for field in ("vcpus", "memory_mb"):
+                if not attrs.get(field):
+                    raise serializers.ValidationError({field: "required without a flavor"})
+        return attrs
+
+
+class InstanceActionSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=INSTANCE_ACTIONS)
+    type = serializers.ChoiceField(choices=["soft", "hard"], required=False, help_text="reboot")
+    boot_id = serializers.IntegerField(min_value=1, required=False, help_text="start: a retry repeats the id")
+    name = serializers.CharField(max_length=100, required=False, help_text="snapshot")
+    snapshot = serializers.UUIDField(required=False, help_text="restore: rebuild from this snapshot")
+    flavor = serializers.CharField(max_length=100, required=False, help_text="resize")
+    volumes = serializers.ChoiceField(choices=["keep", "purge"], required=False, help_text="delete (required)")
+
+
+class SnapshotRestoreSerializer(serializers.Serializer):
+    instance = serializers.UUIDField(required=False, help_text="Rebuild this instance from the snapshot …")
+    name = serializers.RegexField(
+        r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$", max_length=63, required=False, help_text="… or create a new instance"
+    )
+    flavor = serializers.CharField(max_length=100, required=False)
+    project = serializers.SlugField(max_length=64, required=False)
+
+    def validate(self, attrs):
+        if bool(attrs.get("instance")) == bool(attrs.get("name")):
+            raise serializers.ValidationError(
+                {"instance": "give either `instance` (rebuild it) or `name` and `flavor` (a new instance)"}
+            )
+        if attrs.get("name") and not attrs.get("flavor"):
+            raise serializers.ValidationError({"flavor": "a new instance needs a flavor"})
+        return attrs
+
+
+class ConsoleSerializer(serializers.Serializer):
+    lines = serializers.IntegerField(min_value=1, max_value=10000, required=False, default=100)

@@ -1,0 +1,103 @@
+"""What an instance backend offers (OpenStack now, KubeVirt next), and the plain data it answers with.
+
+Backends never touch the ORM. They translate the cloud's words into the portal's statuses
+(`ServerView.status`) so that the services can state post-conditions once for every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from clusters.backends.base import BackendError
+
+__all__ = ["BackendError", "FlavorView", "ImageView", "InstanceBackend", "ServerView", "Unsupported"]
+
+
+class Unsupported(BackendError):
+    """The backend cannot do this at all (not a passing state): refused at once, never hidden."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="invalid_spec")
+
+
+@dataclass(frozen=True)
+class FlavorView:
+    id: str
+    name: str
+    vcpus: int
+    memory_mb: int
+    disk_gb: int
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """One observation of a server. `settled` is False while the cloud still works on it (a task_state)."""
+
+    id: str
+    status: str  # an InstanceStatus value
+    settled: bool
+    raw_status: str
+    task_state: str = ""
+    power_state: int | None = None
+    image_id: str = ""
+    flavor: str = ""
+    fault: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ImageView:
+    id: str
+    status: str  # the cloud's word (Glance: queued, saving, active, killed …)
+    ready: bool
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    instance_id: str
+    name: str
+    flavor_id: str
+    image: str
+
+
+class InstanceBackend(Protocol):
+    """Each write call only asks; the services poll `server()` until the post-condition holds."""
+
+    has_block_storage: bool
+
+    def flavor(self, name: str) -> FlavorView: ...
+    def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
+        """The smallest flavor (or VM size) with at least these resources."""
+
+    def image_ref(self, name: str) -> str: ...
+    def create(self, request: CreateRequest) -> str:
+        """Ask for the server; returns its id. Idempotent on `instance_id` (adopts a server already made)."""
+
+    def server(self, server_id: str) -> ServerView | None:
+        """None when the cloud has no such server (deleted, maybe behind CloudPivot's back)."""
+
+    def servers(self) -> dict[str, ServerView]:
+        """Every server CloudPivot tagged on this connection, by id: one list call."""
+
+    def start(self, server_id: str) -> None: ...
+    def stop(self, server_id: str) -> None: ...
+    def reboot(self, server_id: str, *, hard: bool) -> None: ...
+    def pause(self, server_id: str) -> None: ...
+    def unpause(self, server_id: str) -> None: ...
+    def suspend(self, server_id: str) -> None: ...
+    def resume(self, server_id: str) -> None: ...
+    def snapshot(self, server_id: str, *, name: str, metadata: dict[str, str]) -> str:
+        """Ask for a disk snapshot; returns the image id."""
+
+    def image(self, image_id: str) -> ImageView | None: ...
+    def delete_image(self, image_id: str) -> None: ...
+    def rebuild(self, server_id: str, *, image_id: str) -> None: ...
+    def resize(self, server_id: str, *, flavor_id: str) -> None: ...
+    def confirm_resize(self, server_id: str) -> None: ...
+    def delete(self, server_id: str) -> None: ...
+    def delete_volumes(self, server_id: str) -> list[str]: ...
+    def console_log(self, server_id: str, *, lines: int) -> str: ...
+    def action_failure(self, server_id: str, action: str) -> str:
+        """Words for why the cloud gave up on an action it had accepted ("" if it did not say so)."""

@@ -1,0 +1,287 @@
+"""Persistent instances as Nova servers (openstacksdk). Connections, tags and error words come from the
+task backend (clusters.backends.openstack), so both speak to a cloud the same way.
+
+Each call only asks Nova; whether it happened is seen through `server()` (fresh GETs, never the SDK's
+local object: its wait helpers return at once when the local copy already shows the wanted status).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from clusters.backends.openstack import OpenStackBackend, installation_tag
+from clusters.models import CloudConnection
+from resources.backends.base import (
+    BackendError,
+    CreateRequest,
+    FlavorView,
+    ImageView,
+    ServerView,
+    Unsupported,
+)
+from resources.choices import InstanceStatus
+
+META_INSTANCE = "cloudpivot_instance"
+META_INSTANCE_NAME = "cloudpivot_instance_name"
+META_INSTALLATION = "cloudpivot_installation"
+BLOCK_STORAGE_TYPES = {"block-storage", "volumev3", "volume"}
+
+# Nova status → portal status when no task is in flight.
+STATUS_MAP = {
+    "BUILD": InstanceStatus.PENDING,
+    "ACTIVE": InstanceStatus.RUNNING,
+    "SHUTOFF": InstanceStatus.STOPPED,
+    "PAUSED": InstanceStatus.PAUSED,
+    "SUSPENDED": InstanceStatus.SUSPENDED,
+    "REBOOT": InstanceStatus.STARTING,
+    "HARD_REBOOT": InstanceStatus.STARTING,
+    "REBUILD": InstanceStatus.PENDING,
+    "RESIZE": InstanceStatus.RUNNING,
+    "VERIFY_RESIZE": InstanceStatus.RUNNING,
+    "REVERT_RESIZE": InstanceStatus.RUNNING,
+    "MIGRATING": InstanceStatus.RUNNING,
+    "SHELVED": InstanceStatus.STOPPED,
+    "SHELVED_OFFLOADED": InstanceStatus.STOPPED,
+    "ERROR": InstanceStatus.FAILED,
+    "DELETED": InstanceStatus.DELETED,
+    "SOFT_DELETED": InstanceStatus.DELETED,
+    "UNKNOWN": InstanceStatus.UNKNOWN,
+}
+# Statuses that are themselves work in progress, whatever task_state says.
+TRANSITIONAL = {"BUILD", "REBOOT", "HARD_REBOOT", "REBUILD", "RESIZE", "REVERT_RESIZE", "MIGRATING"}
+TASK_STATE_STATUS = {
+    "powering-off": InstanceStatus.STOPPING,
+    "powering-on": InstanceStatus.STARTING,
+    "rebooting": InstanceStatus.STARTING,
+    "rebooting_hard": InstanceStatus.STARTING,
+    "reboot_pending": InstanceStatus.STARTING,
+    "reboot_started": InstanceStatus.STARTING,
+    "reboot_pending_hard": InstanceStatus.STARTING,
+    "reboot_started_hard": InstanceStatus.STARTING,
+    "spawning": InstanceStatus.STARTING,
+}
+
+
+def instance_tag(instance_id: str) -> str:
+    """The per-instance Nova tag: finding the server again needs no name and no stored id."""
+    return f"cpi-{instance_id.replace('-', '')}"
+
+
+class OpenStackInstances:
+    def __init__(self, connection: CloudConnection) -> None:
+        self.connection = connection
+        self._tasks = OpenStackBackend(connection)  # its connection cache, catalog reader and error mapping
+        self.options = self._tasks.options
+
+    # ------------------------------------------------------------------ reads
+    @property
+    def has_block_storage(self) -> bool:
+        return bool(self._tasks._catalog_types(self._conn()) & BLOCK_STORAGE_TYPES)
+
+    def flavor(self, name: str) -> FlavorView:
+        found = self._call(f"finding flavor {name!r}", self._conn().compute.find_flavor, name, ignore_missing=True)
+        if found is None:
+            raise BackendError(f"the {self.connection.cloud_id} cloud has no flavor {name!r}", kind="not_found")
+        flavor = self._call(f"reading flavor {name!r}", self._conn().compute.get_flavor, found.id)
+        return FlavorView(
+            id=flavor.id, name=flavor.name, vcpus=flavor.vcpus or 0, memory_mb=flavor.ram or 0, disk_gb=flavor.disk or 0
+        )
+
+    def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
+        """The smallest flavor with at least this many vCPU and MB (then the smallest disk)."""
+        flavors = self._call("listing flavors", lambda: list(self._conn().compute.flavors(details=True)))
+        fitting = [f for f in flavors if (f.vcpus or 0) >= vcpus and (f.ram or 0) >= memory_mb]
+        if not fitting:
+            raise BackendError(
+                f"the {self.connection.cloud_id} cloud has no flavor with at least {vcpus} vCPU and {memory_mb} MB",
+                kind="not_found",
+            )
+        best = min(fitting, key=lambda f: (f.vcpus or 0, f.ram or 0, f.disk or 0, f.name or ""))
+        return FlavorView(
+            id=best.id, name=best.name, vcpus=best.vcpus or 0, memory_mb=best.ram or 0, disk_gb=best.disk or 0
+        )
+
+    def image_ref(self, name: str) -> str:
+        image = self._call(f"finding image {name!r}", self._conn().image.find_image, name, ignore_missing=True)
+        if image is None:
+            raise BackendError(f"the {self.connection.cloud_id} cloud has no image {name!r}", kind="not_found")
+        return image.id
+
+    def server(self, server_id: str) -> ServerView | None:
+        try:
+            server = self._call(f"reading server {server_id}", self._conn().compute.get_server, server_id)
+        except BackendError as exc:
+            if exc.kind == "not_found":
+                return None
+            raise
+        return _view(server)
+
+    def servers(self) -> dict[str, ServerView]:
+        conn = self._conn()
+        servers = self._call(
+            "listing instance servers",
+            lambda: list(conn.compute.servers(details=True, tags=installation_tag())),
+        )
+        return {s.id: _view(s) for s in servers if (s.metadata or {}).get(META_INSTANCE)}
+
+    def image(self, image_id: str) -> ImageView | None:
+        try:
+            image = self._call(f"reading image {image_id}", self._conn().image.get_image, image_id)
+        except BackendError as exc:
+            if exc.kind == "not_found":
+                return None
+            raise
+        return ImageView(id=image.id, status=image.status or "", ready=image.status == "active", size_bytes=image.size)
+
+    def console_log(self, server_id: str, *, lines: int) -> str:
+        """Nova asks nova-compute over RPC and waits; seen here: the first such call a fresh nova-api worker
+        makes can time out while the next one answers at once. So a timeout is tried once more."""
+        read = self._conn().compute.get_server_console_output
+        try:
+            output = self._call("reading the console log", read, server_id, length=lines)
+        except BackendError as exc:
+            if exc.kind != "transient":
+                raise
+            output = self._call("reading the console log (second try)", read, server_id, length=lines)
+        return (output or {}).get("output", "") if isinstance(output, dict) else str(output or "")
+
+    def action_failure(self, server_id: str, action: str) -> str:
+        """Words for the latest instance action `action` if Nova recorded it as failed ("" otherwise)."""
+        conn = self._conn()
+        actions = self._call("reading the server's actions", lambda: list(conn.compute.server_actions(server_id)))
+        latest = next((a for a in actions if a.action == action), None)
+        if latest is None or latest.message != "Error":
+            return ""
+        detail = self._call("reading the server's action", conn.compute.get_server_action, latest.request_id, server_id)
+        failed = [
+            e.get("event") if isinstance(e, dict) else getattr(e, "event", "")
+            for e in (detail.events or [])
+            if (e.get("result") if isinstance(e, dict) else getattr(e, "result", "")) == "Error"
+        ]
+        return f"Nova's {action} action ended in Error ({', '.join(filter(None, failed)) or 'no event named'})"
+
+    # ------------------------------------------------------------------ writes (each only asks)
+    def create(self, request: CreateRequest) -> str:
+        conn = self._conn()
+        tags = f"{installation_tag()},{instance_tag(request.instance_id)}"
+        existing = self._call("looking for the instance's server", lambda: list(conn.compute.servers(tags=tags)))
+        alive = [s for s in existing if s.status not in ("DELETED", "SOFT_DELETED")]
+        if alive:  # an earlier try got as far as Nova: adopt, never make a second one
+            return min(alive, key=lambda s: (s.created_at or "", s.id)).id
+        arguments: dict[str, Any] = {
+            "name": request.name,
+            "flavor_id": request.flavor_id,
+            "image_id": request.image,
+            "networks": self._tasks._networks(conn),
+            "metadata": {
+                META_INSTANCE: request.instance_id,
+                META_INSTANCE_NAME: request.name[:255],
+                META_INSTALLATION: str(settings.INSTALLATION_ID),
+            },
+            "tags": [installation_tag(), instance_tag(request.instance_id)],
+        }
+        if self.options["key_name"]:
+            arguments["key_name"] = self.options["key_name"]
+        if self.options["security_groups"]:
+            arguments["security_groups"] = [{"name": name} for name in self.options["security_groups"]]
+        if self.options["availability_zone"]:
+            arguments["availability_zone"] = self.options["availability_zone"]
+        server = self._call(f"creating server {request.name}", conn.compute.create_server, **arguments)
+        return server.id
+
+    def start(self, server_id: str) -> None:
+        self._call("starting the server", self._conn().compute.start_server, server_id)
+
+    def stop(self, server_id: str) -> None:
+        self._call("stopping the server", self._conn().compute.stop_server, server_id)
+
+    def reboot(self, server_id: str, *, hard: bool) -> None:
+        self._call("rebooting the server", self._conn().compute.reboot_server, server_id, "HARD" if hard else "SOFT")
+
+    def pause(self, server_id: str) -> None:
+        self._call("pausing the server", self._conn().compute.pause_server, server_id)
+
+    def unpause(self, server_id: str) -> None:
+        self._call("unpausing the server", self._conn().compute.unpause_server, server_id)
+
+    def suspend(self, server_id: str) -> None:
+        self._call("suspending the server", self._conn().compute.suspend_server, server_id)
+
+    def resume(self, server_id: str) -> None:
+        self._call("resuming the server", self._conn().compute.resume_server, server_id)
+
+    def snapshot(self, server_id: str, *, name: str, metadata: dict[str, str]) -> str:
+        metadata = {**metadata, META_INSTALLATION: str(settings.INSTALLATION_ID)}
+        image = self._call(
+            "snapshotting the server",
+            self._conn().compute.create_server_image,
+            server_id,
+            name=name,
+            metadata=metadata,
+            wait=False,
+        )
+        return image if isinstance(image, str) else image.id
+
+    def delete_image(self, image_id: str) -> None:
+        try:
+            self._call(f"deleting image {image_id}", self._conn().image.delete_image, image_id, ignore_missing=True)
+        except BackendError as exc:
+            if exc.kind != "not_found":
+                raise
+
+    def rebuild(self, server_id: str, *, image_id: str) -> None:
+        self._call("rebuilding the server", self._conn().compute.rebuild_server, server_id, image_id)
+
+    def resize(self, server_id: str, *, flavor_id: str) -> None:
+        self._call("resizing the server", self._conn().compute.resize_server, server_id, flavor_id)
+
+    def confirm_resize(self, server_id: str) -> None:
+        self._call("confirming the resize", self._conn().compute.confirm_server_resize, server_id)
+
+    def delete(self, server_id: str) -> None:
+        try:
+            self._call("deleting the server", self._conn().compute.delete_server, server_id, ignore_missing=True)
+        except BackendError as exc:
+            if exc.kind != "not_found":
+                raise
+
+    def delete_volumes(self, server_id: str) -> list[str]:
+        if not self.has_block_storage:
+            raise Unsupported(
+                f"the {self.connection.cloud_id} cloud has no block-storage (Cinder) service: "
+                "there are no volumes to purge"
+            )
+        raise Unsupported("purging volumes is not implemented for OpenStack yet; delete keeping volumes")
+
+    # ------------------------------------------------------------------ helpers
+    def _conn(self) -> Any:
+        return self._tasks._conn()
+
+    def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._tasks._call(what, function, *args, **kwargs)
+
+
+def _view(server: Any) -> ServerView:
+    raw = server.status or "UNKNOWN"
+    task_state = server.task_state or ""
+    status = TASK_STATE_STATUS.get(task_state) or STATUS_MAP.get(raw, InstanceStatus.UNKNOWN)
+    fault = (server.fault or {}).get("message", "") if isinstance(server.fault, dict) else ""
+    image = server.image or {}
+    flavor = server.flavor or {}
+    evidence = {"server_status": raw, "task_state": task_state or None, "power_state": server.power_state}
+    if raw == "ACTIVE" and server.power_state == 0:
+        evidence["note"] = "Nova shows ACTIVE but power state NOSTATE: the hypervisor does not know the server"
+    return ServerView(
+        id=server.id,
+        status=status,
+        settled=not task_state and raw not in TRANSITIONAL,
+        raw_status=raw,
+        task_state=task_state,
+        power_state=server.power_state,
+        image_id=image.get("id", "") if isinstance(image, dict) else "",
+        flavor=flavor.get("original_name") or flavor.get("id") or "" if isinstance(flavor, dict) else "",
+        fault=fault,
+        evidence=evidence,
+    )

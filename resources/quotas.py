@@ -1,0 +1,95 @@
+"""Instance and snapshot quotas: what a project holds and the first limit a request would break.
+
+Checked under the connection and project row locks (services.requests), before any cloud is asked to make
+anything; the cloud's own quota errors are mapped to the same `quota_exceeded` code afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Q, Sum
+
+from cloudpivot.accounts.models import Project, Quota
+from cloudpivot.accounts.quotas import QuotaExceeded, quotas_for
+from resources.choices import InstanceStatus, SnapshotStatus
+from resources.models import Instance, Snapshot
+
+
+@dataclass
+class InstanceFootprint:
+    instances: int = 0
+    vcpus: int = 0
+    memory_mb: int = 0
+    volume_gb: int = 0
+
+
+# (quota field, footprint field, words, request field)
+LIMITS = [
+    ("max_instances", "instances", "instances", ""),
+    ("max_vcpu", "vcpus", "vCPU", "flavor"),
+    ("max_memory_mb", "memory_mb", "MB memory", "flavor"),
+    ("max_volume_gb", "volume_gb", "volume GB", "flavor"),
+]
+
+
+def holding_instances(*, project_id: int, connection_id: int | None):
+    """Instances that hold quota: all but deleted ones and failed creates that never got a server."""
+    rows = Instance.objects.filter(project_id=project_id).exclude(status=InstanceStatus.DELETED)
+    rows = rows.exclude(Q(status=InstanceStatus.FAILED) & Q(server_id=""))
+    if connection_id is not None:
+        rows = rows.filter(connection_id=connection_id)
+    return rows
+
+
+def instance_usage(*, project_id: int, connection_id: int | None) -> InstanceFootprint:
+    totals = holding_instances(project_id=project_id, connection_id=connection_id).aggregate(
+        vcpus=Sum("vcpus"), memory_mb=Sum("memory_mb"), volume_gb=Sum("disk_gb")
+    )
+    return InstanceFootprint(
+        instances=holding_instances(project_id=project_id, connection_id=connection_id).count(),
+        vcpus=totals["vcpus"] or 0,
+        memory_mb=totals["memory_mb"] or 0,
+        volume_gb=totals["volume_gb"] or 0,
+    )
+
+
+def _scope(quota: Quota) -> str:
+    return f"on {quota.connection.cloud_id}" if quota.connection_id else "on all clouds"
+
+
+def check_instance_fits(*, project: Project, connection_id: int, asked: InstanceFootprint) -> None:
+    """Raise QuotaExceeded naming the resource, the amount asked and what is left. Call under the row locks."""
+    for quota in quotas_for(project_id=project.pk, connection_id=connection_id):
+        used = instance_usage(project_id=project.pk, connection_id=quota.connection_id)
+        for limit_field, amount_field, words, field in LIMITS:
+            limit, want = getattr(quota, limit_field), getattr(asked, amount_field)
+            if limit is None or want <= 0:
+                continue
+            left = max(int(limit) - getattr(used, amount_field), 0)
+            if want > left:
+                message = (
+                    f"quota exceeded: {words} {want}/{left} left "
+                    f"(project {project.slug}'s quota {_scope(quota)} allows {int(limit)})"
+                )
+                raise QuotaExceeded(
+                    message,
+                    errors=[{"field": field, "message": message}],
+                    extra={"resource": amount_field, "asked": want, "left": left, "limit": int(limit)},
+                )
+
+
+def live_snapshots(*, project_id: int, connection_id: int | None):
+    rows = Snapshot.objects.filter(
+        project_id=project_id, status__in=[SnapshotStatus.CREATING, SnapshotStatus.AVAILABLE]
+    )
+    return rows if connection_id is None else rows.filter(connection_id=connection_id)
+
+
+def check_snapshot_allowed(*, project: Project, connection_id: int) -> None:
+    """A snapshot quota of 0 refuses; otherwise the oldest snapshots are pruned after a new one (see pruning)."""
+    for quota in quotas_for(project_id=project.pk, connection_id=connection_id):
+        for limit_field, words in (("max_snapshots", "snapshots"), ("max_snapshot_gb", "snapshot GB")):
+            if getattr(quota, limit_field) == 0:
+                message = f"quota exceeded: {words} 1/0 left (project {project.slug}'s quota {_scope(quota)} is 0)"
+                raise QuotaExceeded(message, errors=[{"field": "action", "message": message}])

@@ -1,0 +1,77 @@
+"""The refresh schedule: observe every instance's server (one list call per connection).
+
+An instance whose server is gone from the cloud without a delete from CloudPivot becomes Unknown,
+with the evidence in its reason; instances with an operation in flight are left to that operation.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from resources.audit import audit_system
+from resources.backends import get_instance_backend
+from resources.backends.base import BackendError, Unsupported
+from resources.choices import OPEN_OPERATION_STATES, InstanceStatus
+from resources.models import Instance
+from resources.services.run import _reason
+
+
+def instances_refresh() -> str:
+    instances = (
+        Instance.objects.exclude(status=InstanceStatus.DELETED)
+        .exclude(server_id="")
+        .select_related("connection", "operation")
+    )
+    by_connection: dict[int, list[Instance]] = {}
+    for instance in instances:
+        by_connection.setdefault(instance.connection_id, []).append(instance)
+    seen = changed = 0
+    for rows in by_connection.values():
+        try:
+            backend = get_instance_backend(rows[0].connection)
+            servers = backend.servers()
+        except (Unsupported, BackendError):
+            continue  # the cloud did not answer: nothing is concluded from silence
+        for instance in rows:
+            if instance.operation_id and instance.operation and instance.operation.state in OPEN_OPERATION_STATES:
+                continue
+            seen += 1
+            changed += _observe(instance, servers.get(instance.server_id), backend)
+    return f"observed {seen} instances, {changed} changed"
+
+
+def _observe(instance: Instance, view, backend) -> int:
+    now = timezone.now()
+    if view is None:
+        view = backend.server(instance.server_id)  # not in our tagged list: ask for it by id before concluding
+    if view is None:
+        if instance.status == InstanceStatus.UNKNOWN:
+            Instance.objects.filter(pk=instance.pk).update(observed_at=now)
+            return 0
+        reason = (
+            f"server {instance.server_id} not found in the cloud at {now:%Y-%m-%d %H:%M:%S} UTC "
+            "(deleted outside CloudPivot?)"
+        )
+        Instance.objects.filter(pk=instance.pk).update(
+            status=InstanceStatus.UNKNOWN, status_reason=reason, status_changed_at=now, observed_at=now
+        )
+        audit_system(
+            action="resources:instance-unknown",
+            object_ref=str(instance.pk),
+            details={"server_id": instance.server_id, "was": instance.status, "reason": reason},
+        )
+        return 1
+    reason = _reason(view)
+    if view.status == instance.status and reason == instance.status_reason:
+        Instance.objects.filter(pk=instance.pk).update(observed_at=now)
+        return 0
+    Instance.objects.filter(pk=instance.pk).update(
+        status=view.status, status_reason=reason, status_changed_at=now, observed_at=now
+    )
+    if view.status != instance.status:
+        audit_system(
+            action="resources:instance-status",
+            object_ref=str(instance.pk),
+            details={"server_id": instance.server_id, "was": instance.status, "now": view.status, "reason": reason},
+        )
+    return 1

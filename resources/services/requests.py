@@ -1,0 +1,429 @@
+"""Asking for instance actions: each request becomes an Operation, checked, admitted and enqueued.
+
+Nothing here changes a cloud. The checks that can refuse (permissions, the state table, quotas,
+what the backend cannot do) all run before the Operation exists; the job (services.run) does the work.
+Quotas are checked under the connection and project row locks, like task admission, so parallel
+creates cannot both take the last free slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from cloudpivot.accounts.models import Project
+from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec, PermissionDenied
+from clusters.models import CloudConnection
+from resources import jobs, quotas
+from resources.backends import get_instance_backend
+from resources.backends.base import BackendError, Unsupported
+from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, PowerState
+from resources.choices import SnapshotStatus as SS
+from resources.models import Instance, Operation, Snapshot
+from resources.selectors import check_can_act
+from tasks.services.submission import _connection_for, _project_for
+
+S = InstanceStatus
+# The state table: the observed statuses from which each action may be asked (Nova's own rules, narrowed).
+ALLOWED_FROM: dict[str, set[str]] = {
+    Action.START: {S.STOPPED},
+    Action.STOP: {S.RUNNING},
+    "reboot_soft": {S.RUNNING},
+    "reboot_hard": {S.RUNNING, S.STOPPED, S.PAUSED, S.SUSPENDED, S.FAILED},
+    Action.PAUSE: {S.RUNNING},
+    Action.UNPAUSE: {S.PAUSED},
+    Action.SUSPEND: {S.RUNNING},
+    Action.RESUME: {S.SUSPENDED},
+    Action.SNAPSHOT: {S.RUNNING, S.STOPPED, S.PAUSED, S.SUSPENDED},
+    Action.RESTORE: {S.RUNNING, S.STOPPED},
+    Action.RESIZE: {S.RUNNING, S.STOPPED},
+    Action.DELETE: {S.PENDING, S.RUNNING, S.PAUSED, S.SUSPENDED, S.STOPPED, S.FAILED, S.BLOCKED, S.UNKNOWN},
+}
+INSTANCE_ACTIONS = [a for a in Action.values if a not in (Action.CREATE, Action.SNAPSHOT_DELETE)]
+
+
+class UnsupportedAction(ApplicationError):
+    """The backend cannot do this (e.g. purge volumes where there is no block storage)."""
+
+    code = "unsupported"
+    status = 422
+
+
+class CloudUnavailable(ApplicationError):
+    """A read the request needed did not get an answer from the cloud."""
+
+    code = "cloud_unavailable"
+    status = 503
+
+
+class InvalidState(Conflict):
+    code = "invalid_state"
+
+
+# ---------------------------------------------------------------------------- idempotency
+def request_digest(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _operation_for_key(*, user: AbstractBaseUser, key: str, digest: str) -> Operation | None:
+    if not key:
+        return None
+    operation = Operation.objects.filter(requested_by=user, idempotency_key=key).first()
+    if operation is not None and operation.request_sha256 != digest:
+        raise Conflict(
+            "this Idempotency-Key was already used with a different request; use a new key for a new action",
+            code="idempotency_key_reused",
+        )
+    return operation
+
+
+def _save_operation(*, user, key: str, digest: str, make) -> tuple[Operation, bool]:
+    """Run `make()` (which creates the Operation) in a transaction; a racing twin with the same key wins."""
+    try:
+        with transaction.atomic():
+            operation = make()
+            transaction.on_commit(lambda: jobs.enqueue_operation(str(operation.pk)))
+            return operation, True
+    except IntegrityError:
+        existing = _operation_for_key(user=user, key=key, digest=digest)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _lock(connection_id: int, project_id: int) -> None:
+    """The admission discipline: the connection row first, then the project row."""
+    CloudConnection.objects.select_for_update().filter(pk=connection_id).first()
+    Project.objects.select_for_update().filter(pk=project_id).first()
+
+
+def _backend(connection: CloudConnection):
+    try:
+        return get_instance_backend(connection)
+    except Unsupported as exc:
+        raise UnsupportedAction(exc.message, errors=[{"field": "cloud", "message": exc.message}]) from None
+
+
+def _cloud_read(what: str, field: str, function, *args):
+    """A read the request needs (a flavor's size, an image id); a cloud refusal is the caller's 4xx."""
+    try:
+        return function(*args)
+    except BackendError as exc:
+        if exc.kind == "not_found" or exc.kind == "invalid_spec":
+            raise InvalidSpec(exc.message, errors=[{"field": field, "message": exc.message}]) from None
+        raise CloudUnavailable(f"{what}: {exc.message}") from None
+
+
+def _check_site_limits(flavor) -> None:
+    """Site limits on one instance's size (settings INSTANCE_MAX_VCPUS / INSTANCE_MAX_MEMORY_MB)."""
+    max_vcpus = getattr(settings, "INSTANCE_MAX_VCPUS", 16)
+    max_memory = getattr(settings, "INSTANCE_MAX_MEMORY_MB", 65536)
+    if flavor.vcpus > max_vcpus or flavor.memory_mb > max_memory:
+        what = "you asked for" if flavor.name == "asked for" else f"flavor {flavor.name} has"
+        message = (
+            f"{what} {flavor.vcpus} vCPU / {flavor.memory_mb} MB; this site allows instances "
+            f"of at most {max_vcpus} vCPU / {max_memory} MB"
+        )
+        field = "vcpus" if flavor.vcpus > max_vcpus else "memory_mb"
+        raise InvalidSpec(
+            message, errors=[{"field": "flavor" if flavor.name != "asked for" else field, "message": message}]
+        )
+
+
+# ---------------------------------------------------------------------------- create
+def instance_create(
+    *, user: AbstractBaseUser, data: dict[str, Any], idempotency_key: str = "", snapshot: Snapshot | None = None
+) -> tuple[Operation, bool]:
+    """A new instance (Pending) and its create Operation. `data`: name, cloud, project?, image, and
+    either flavor or vcpus + memory_mb (the smallest fitting flavor is chosen, within the site limits).
+
+    With `snapshot`, the image is the snapshot's and the project must be the snapshot's own.
+    """
+    digest = request_digest({"action": "create", "snapshot": str(snapshot.pk) if snapshot else "", **data})
+    existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
+    if existing:
+        return existing, False
+    if snapshot is not None:
+        if snapshot.status != SS.AVAILABLE:
+            raise InvalidState(f"snapshot {snapshot.name} is {snapshot.status}; only an available one restores")
+        connection = snapshot.connection
+        if data.get("project") and data["project"] != snapshot.project.slug:
+            raise _foreign_project(snapshot, data["project"])
+        project = snapshot.project
+        check_can_act(user=user, project=project)
+    else:
+        connection = _connection_for(user=user, cloud_id=data["cloud"])
+        project = _project_for(user=user, connection=connection, slug=data.get("project"))
+    backend = _backend(connection)
+    if data.get("flavor"):
+        flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
+    else:
+        _check_site_limits(SimpleNamespace(name="asked for", vcpus=data["vcpus"], memory_mb=data["memory_mb"]))
+        flavor = _cloud_read(
+            "choosing a flavor",
+            "vcpus",
+            lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
+        )
+    _check_site_limits(flavor)
+    image = (
+        snapshot.image_id if snapshot else _cloud_read("finding the image", "image", backend.image_ref, data["image"])
+    )
+    asked = quotas.InstanceFootprint(
+        instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
+    )
+
+    def make() -> Operation:
+        _lock(connection.pk, project.pk)
+        quotas.check_instance_fits(project=project, connection_id=connection.pk, asked=asked)
+        instance = Instance.objects.create(
+            name=data["name"],
+            project=project,
+            owner=user,
+            connection=connection,
+            backend=connection.backend,
+            flavor=flavor.name,
+            vcpus=flavor.vcpus,
+            memory_mb=flavor.memory_mb,
+            disk_gb=flavor.disk_gb,
+            image=image,
+            desired_power_state=PowerState.RUNNING,
+            status=InstanceStatus.PENDING,
+            status_reason="waiting for the create operation",
+        )
+        params = {"flavor": flavor.name, "flavor_id": flavor.id, "image": image}
+        if snapshot is not None:
+            params["snapshot"] = str(snapshot.pk)
+        operation = Operation.objects.create(
+            project=project,
+            instance=instance,
+            snapshot=snapshot,
+            action=Action.CREATE,
+            requested_by=user,
+            idempotency_key=idempotency_key,
+            request_sha256=digest,
+            params=params,
+        )
+        Instance.objects.filter(pk=instance.pk).update(operation=operation)
+        return operation
+
+    return _save_operation(user=user, key=idempotency_key, digest=digest, make=make)
+
+
+def _foreign_project(snapshot: Snapshot, slug: str) -> ApplicationError:
+    message = (
+        f"snapshot {snapshot.name} belongs to project {snapshot.project.slug}; "
+        f"it cannot be restored into project {slug}"
+    )
+    return PermissionDenied(message, errors=[{"field": "project", "message": message}], code="restore_other_project")
+
+
+# ---------------------------------------------------------------------------- actions
+def instance_action(
+    *, user: AbstractBaseUser, instance: Instance, action: str, params: dict[str, Any], idempotency_key: str = ""
+) -> tuple[Operation, bool]:
+    """Ask for one action on an instance (see ALLOWED_FROM); returns (operation, created)."""
+    check_can_act(user=user, project=instance.project)
+    digest = request_digest({"instance": str(instance.pk), "action": action, **params})
+    existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
+    if existing:
+        return existing, False
+    if action not in INSTANCE_ACTIONS:
+        raise InvalidSpec(
+            f"unknown action '{action}'",
+            errors=[{"field": "action", "message": f"one of: {', '.join(INSTANCE_ACTIONS)}"}],
+        )
+    if action == Action.START and params.get("boot_id") is not None:
+        done = _start_already_done(instance, int(params["boot_id"]))
+        if done is not None:
+            return done, False
+    params = _checked_params(instance, action, params)
+    snapshot = params.pop("_snapshot", None)
+    flavor = params.pop("_flavor", None)
+
+    def make() -> Operation:
+        _lock(instance.connection_id, instance.project_id)
+        locked = Instance.objects.select_for_update().get(pk=instance.pk)
+        _check_state(locked, action, params)
+        if flavor is not None:
+            asked = quotas.InstanceFootprint(
+                vcpus=flavor.vcpus - locked.vcpus,
+                memory_mb=flavor.memory_mb - locked.memory_mb,
+                volume_gb=flavor.disk_gb - locked.disk_gb,
+            )
+            quotas.check_instance_fits(project=locked.project, connection_id=locked.connection_id, asked=asked)
+        if action == Action.SNAPSHOT:
+            quotas.check_snapshot_allowed(project=locked.project, connection_id=locked.connection_id)
+        changes: dict[str, Any] = {}
+        if action == Action.START:
+            params["boot_id"] = max(int(params.get("boot_id") or 0), locked.boot_id + 1)
+            changes = {"boot_id": params["boot_id"], "desired_power_state": PowerState.RUNNING}
+        elif action == Action.STOP:
+            changes = {"desired_power_state": PowerState.STOPPED}
+        made_snapshot = snapshot
+        if action == Action.SNAPSHOT:
+            made_snapshot = Snapshot.objects.create(
+                name=params["name"],
+                project=locked.project,
+                owner=user,
+                connection=locked.connection,
+                instance=locked,
+            )
+            params["snapshot"] = str(made_snapshot.pk)
+        operation = Operation.objects.create(
+            project=locked.project,
+            instance=locked,
+            snapshot=made_snapshot,
+            action=action,
+            requested_by=user,
+            idempotency_key=idempotency_key,
+            request_sha256=digest,
+            params=params,
+        )
+        Instance.objects.filter(pk=locked.pk).update(operation=operation, **changes)
+        return operation
+
+    return _save_operation(user=user, key=idempotency_key, digest=digest, make=make)
+
+
+def _start_already_done(instance: Instance, boot_id: int) -> Operation | None:
+    """A start whose boot id was already asked for does nothing: the answer is that first start."""
+    if boot_id > instance.boot_id:
+        return None
+    first = (
+        instance.operations.filter(action=Action.START, params__boot_id=boot_id).order_by("created_at").first()
+        or instance.operations.filter(action=Action.CREATE).first()
+    )
+    if first is None:
+        raise Conflict(f"boot id {boot_id} is not newer than the instance's boot id {instance.boot_id}")
+    return first
+
+
+def _check_state(instance: Instance, action: str, params: dict[str, Any]) -> None:
+    if instance.status == InstanceStatus.DELETED:
+        raise InvalidState(f"instance {instance.name} is deleted")
+    if instance.operation_id and instance.operation and instance.operation.state in OPEN_OPERATION_STATES:
+        raise InvalidState(
+            f"instance {instance.name} has a {instance.operation.action} operation in flight "
+            f"({instance.operation.pk}); wait for it to finish"
+        )
+    key = f"reboot_{params.get('type', 'soft')}" if action == Action.REBOOT else action
+    allowed = ALLOWED_FROM[key]
+    if instance.status not in allowed:
+        raise InvalidState(
+            f"cannot {action.replace('_', ' ')} instance {instance.name} while it is {instance.status}; "
+            f"allowed from {', '.join(sorted(allowed))}",
+            errors=[{"field": "action", "message": f"not allowed while {instance.status}"}],
+        )
+    if action != Action.DELETE and not instance.server_id:
+        raise InvalidState(f"instance {instance.name} has no server in the cloud yet")
+
+
+def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The action's parameters, validated; reads the cloud where a check needs it (flavor, block storage)."""
+    out: dict[str, Any] = {}
+    if action == Action.REBOOT:
+        kind = params.get("type", "soft")
+        if kind not in ("soft", "hard"):
+            raise InvalidSpec("reboot type", errors=[{"field": "type", "message": "soft or hard"}])
+        out["type"] = kind
+    elif action == Action.START:
+        if params.get("boot_id") is not None:
+            out["boot_id"] = int(params["boot_id"])
+    elif action == Action.SNAPSHOT:
+        out["name"] = str(params.get("name") or f"{instance.name}-snapshot")[:100]
+    elif action == Action.RESTORE:
+        snapshot = _restorable(instance, params.get("snapshot"))
+        out["snapshot"] = str(snapshot.pk)
+        out["image"] = snapshot.image_id
+        out["_snapshot"] = snapshot
+    elif action == Action.RESIZE:
+        if not params.get("flavor"):
+            raise InvalidSpec("name the new flavor", errors=[{"field": "flavor", "message": "required"}])
+        backend = _backend(instance.connection)
+        flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, params["flavor"])
+        _check_site_limits(flavor)
+        if flavor.name == instance.flavor:
+            raise InvalidSpec(
+                f"the instance already has flavor {flavor.name}",
+                errors=[{"field": "flavor", "message": "the same flavor"}],
+            )
+        out.update(flavor=flavor.name, flavor_id=flavor.id, _flavor=flavor)
+    elif action == Action.DELETE:
+        volumes = params.get("volumes")
+        if volumes not in ("keep", "purge"):
+            message = "say what happens to the instance's volumes: 'keep' or 'purge' (nothing is assumed)"
+            raise InvalidSpec(message, errors=[{"field": "volumes", "message": message}])
+        backend = _backend(instance.connection)
+        try:
+            has_block_storage = backend.has_block_storage
+        except BackendError as exc:
+            raise CloudUnavailable(f"reading the catalog: {exc.message}") from None
+        if volumes == "purge":
+            message = (
+                f"the {instance.connection.cloud_id} cloud has no block-storage (Cinder) service, so this instance "
+                "has no volumes to purge; delete with volumes=keep"
+                if not has_block_storage
+                else "purging volumes is not implemented for this cloud yet; delete with volumes=keep"
+            )
+            raise UnsupportedAction(message, errors=[{"field": "volumes", "message": message}])
+        out["volumes"] = volumes
+        out["block_storage"] = has_block_storage
+    return out
+
+
+def _restorable(instance: Instance, snapshot_id: Any) -> Snapshot:
+    if not snapshot_id:
+        raise InvalidSpec("name the snapshot to restore", errors=[{"field": "snapshot", "message": "required"}])
+    try:
+        snapshot = Snapshot.objects.select_related("project").get(pk=snapshot_id)
+    except (Snapshot.DoesNotExist, ValueError, TypeError, ValidationError):  # ValidationError: not a UUID
+        snapshot = None
+    if snapshot is None:
+        raise InvalidSpec(
+            f"snapshot {snapshot_id} not found",
+            errors=[{"field": "snapshot", "message": "no such snapshot (unregistered snapshots are refused)"}],
+        )
+    if snapshot.project_id != instance.project_id:
+        raise _foreign_project(snapshot, instance.project.slug)
+    if snapshot.connection_id != instance.connection_id:
+        raise InvalidSpec(
+            "the snapshot is on another cloud",
+            errors=[{"field": "snapshot", "message": f"it lives on {snapshot.connection.cloud_id}"}],
+        )
+    if snapshot.status != SS.AVAILABLE:
+        raise InvalidState(f"snapshot {snapshot.name} is {snapshot.status}; only an available one restores")
+    return snapshot
+
+
+def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_key: str = "") -> tuple[Operation, bool]:
+    check_can_act(user=user, project=snapshot.project)
+    digest = request_digest({"snapshot": str(snapshot.pk), "action": Action.SNAPSHOT_DELETE})
+    existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
+    if existing:
+        return existing, False
+
+    def make() -> Operation:
+        locked = Snapshot.objects.select_for_update().get(pk=snapshot.pk)
+        if locked.status not in (SS.AVAILABLE, SS.FAILED):
+            raise InvalidState(f"snapshot {locked.name} is {locked.status}")
+        Snapshot.objects.filter(pk=locked.pk).update(status=SS.DELETING)
+        return Operation.objects.create(
+            project=locked.project,
+            instance=locked.instance,
+            snapshot=locked,
+            action=Action.SNAPSHOT_DELETE,
+            requested_by=user,
+            idempotency_key=idempotency_key,
+            request_sha256=digest,
+            params={"image": locked.image_id},
+            state=OperationState.PENDING,
+        )
+
+    return _save_operation(user=user, key=idempotency_key, digest=digest, make=make)

@@ -1,0 +1,331 @@
+"""Doing an Operation: ask the cloud, then poll until the post-condition is observed or the deadline passes.
+
+An accepted request is never success (Nova answers 202 and works on): every action ends succeeded
+only when a fresh read shows what it promised (ACTIVE with no task_state after a start, SHUTOFF after
+a stop, the image active after a snapshot, the server gone after a delete).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from resources.backends import get_instance_backend
+from resources.backends.base import BackendError, CreateRequest, ServerView
+from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, SnapshotStatus
+from resources.models import Instance, Operation, Snapshot
+
+S = InstanceStatus
+logger = logging.getLogger(__name__)
+
+
+class OperationFailed(Exception):
+    def __init__(self, message: str, *, kind: str = "failed") -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+
+
+def _deadline_seconds() -> float:
+    return float(getattr(settings, "INSTANCE_OPERATION_DEADLINE_SECONDS", 60))
+
+
+def _poll_interval() -> float:
+    return float(getattr(settings, "INSTANCE_POLL_SECONDS", 0.3))
+
+
+def operation_run(*, operation_id: str) -> str:
+    with transaction.atomic():
+        operation = Operation.objects.select_for_update().filter(pk=operation_id).first()
+        if operation is None or operation.state not in OPEN_OPERATION_STATES:
+            return "nothing to do"
+        operation.state = OperationState.RUNNING
+        operation.started_at = operation.started_at or timezone.now()
+        operation.save(update_fields=["state", "started_at", "updated_at"])
+    runner = Runner(Operation.objects.select_related("instance", "snapshot", "project").get(pk=operation_id))
+    try:
+        result = runner.run()
+    except OperationFailed as exc:
+        runner.finish(OperationState.FAILED, kind=exc.kind, message=exc.message)
+        return f"failed: {exc.message}"
+    except BackendError as exc:
+        kind = "quota_exceeded" if exc.kind == "quota" else exc.kind
+        message = f"quota exceeded: the cloud refused: {exc.message}" if exc.kind == "quota" else exc.message
+        runner.finish(OperationState.FAILED, kind=kind, message=message)
+        return f"failed: {message}"
+    except Exception as exc:  # anything else: the Operation must still end, or it holds the instance for ever
+        logger.exception("operation %s failed unexpectedly", operation_id)
+        runner.finish(OperationState.FAILED, kind="internal", message=f"{type(exc).__name__}: {exc}")
+        return f"failed: {exc}"
+    runner.finish(OperationState.SUCCEEDED, result=result)
+    return "succeeded"
+
+
+class Runner:
+    def __init__(self, operation: Operation) -> None:
+        self.operation = operation
+        self.instance: Instance | None = operation.instance
+        self.connection = (operation.instance or operation.snapshot).connection
+        self.last_view: ServerView | None = None
+
+    @property
+    def backend(self):
+        return get_instance_backend(self.connection)
+
+    # ------------------------------------------------------------------ the actions
+    def run(self) -> dict[str, Any]:
+        action = self.operation.action
+        params = self.operation.params
+        if action == Action.CREATE:
+            return self.create()
+        if action == Action.SNAPSHOT_DELETE:
+            return self.snapshot_delete()
+        server = self.instance.server_id
+        simple: dict[str, tuple[Callable[[str], None], str]] = {
+            Action.START: (self.backend.start, S.RUNNING),
+            Action.STOP: (self.backend.stop, S.STOPPED),
+            Action.PAUSE: (self.backend.pause, S.PAUSED),
+            Action.UNPAUSE: (self.backend.unpause, S.RUNNING),
+            Action.SUSPEND: (self.backend.suspend, S.SUSPENDED),
+            Action.RESUME: (self.backend.resume, S.RUNNING),
+        }
+        if action in simple:
+            call, wanted = simple[action]
+            call(server)
+            view = self.wait_status(wanted)
+            return {"observed": view.evidence}
+        if action == Action.REBOOT:
+            self.backend.reboot(server, hard=params.get("type") == "hard")
+            view = self.wait_status(S.RUNNING)
+            return {"observed": view.evidence, "type": params.get("type", "soft")}
+        if action == Action.SNAPSHOT:
+            return self.snapshot()
+        if action == Action.RESTORE:
+            return self.restore()
+        if action == Action.RESIZE:
+            return self.resize()
+        if action == Action.DELETE:
+            return self.delete()
+        raise OperationFailed(f"unknown action {action}", kind="invalid_spec")
+
+    def create(self) -> dict[str, Any]:
+        params = self.operation.params
+        server_id = self.backend.create(
+            CreateRequest(
+                instance_id=str(self.instance.pk),
+                name=self.instance.name,
+                flavor_id=params["flavor_id"],
+                image=params["image"],
+            )
+        )
+        Instance.objects.filter(pk=self.instance.pk).update(server_id=server_id)
+        self.instance.server_id = server_id
+        view = self.wait_status(S.RUNNING)
+        return {"server_id": server_id, "observed": view.evidence}
+
+    def snapshot(self) -> dict[str, Any]:
+        snapshot = self.operation.snapshot
+        before = self.observe()
+        image_id = self.backend.snapshot(
+            self.instance.server_id,
+            name=snapshot.name,
+            metadata={"cloudpivot_snapshot": str(snapshot.pk), "cloudpivot_instance": str(self.instance.pk)},
+        )
+        Snapshot.objects.filter(pk=snapshot.pk).update(image_id=image_id)
+        original = before.status if before else S.RUNNING
+        self.wait_status(original)  # the server's image_snapshot task_state has cleared
+
+        def image_ready():
+            image = self.backend.image(image_id)
+            if image is None or image.status in ("killed", "deleted", "deactivated"):
+                raise OperationFailed(
+                    f"the snapshot image {image_id} went {image.status if image else 'missing'}", kind="failed"
+                )
+            return image if image.ready else None
+
+        image = self.wait(image_ready, f"snapshot image {image_id} active")
+        Snapshot.objects.filter(pk=snapshot.pk).update(
+            status=SnapshotStatus.AVAILABLE, size_bytes=image.size_bytes, status_reason=""
+        )
+        from resources.services.snapshots import snapshots_prune_over_quota
+
+        pruned = snapshots_prune_over_quota(project=self.operation.project, connection=self.connection, keep=snapshot)
+        return {"image_id": image_id, "size_bytes": image.size_bytes, "pruned": pruned}
+
+    def restore(self) -> dict[str, Any]:
+        image_id = self.operation.params["image"]
+        before = self.observe()
+        self.backend.rebuild(self.instance.server_id, image_id=image_id)
+        # Nova sets task_state rebuilding before answering; wait for it to clear with the new image in place.
+        wanted = {before.status} if before and before.status in (S.RUNNING, S.STOPPED) else {S.RUNNING, S.STOPPED}
+
+        def rebuilt():
+            view = self.observe()
+            self.fail_on_error(view)
+            if view and view.settled and view.status in wanted and view.image_id == image_id:
+                return view
+            return None
+
+        view = self.wait(rebuilt, f"server rebuilt from image {image_id}")
+        Instance.objects.filter(pk=self.instance.pk).update(image=image_id)
+        return {"image_id": image_id, "observed": view.evidence}
+
+    def resize(self) -> dict[str, Any]:
+        params = self.operation.params
+        self.backend.resize(self.instance.server_id, flavor_id=params["flavor_id"])
+
+        def verify():
+            view = self.observe()
+            self.fail_on_error(view)
+            if view.settled and view.raw_status in ("ACTIVE", "SHUTOFF") and view.flavor != params["flavor"]:
+                # Nova set task_state resize_prep before it answered: settled on the old flavor means it gave up
+                why = self.backend.action_failure(self.instance.server_id, "resize") or "no reason given"
+                raise OperationFailed(
+                    f"the resize did not happen: the server is {view.raw_status} on flavor {view.flavor} again; {why}"
+                )
+            return view if view.raw_status == "VERIFY_RESIZE" and view.settled else None
+
+        self.wait(verify, "server in VERIFY_RESIZE")
+        self.backend.confirm_resize(self.instance.server_id)
+
+        def confirmed():
+            view = self.observe()
+            self.fail_on_error(view)
+            ok = view and view.settled and view.raw_status != "VERIFY_RESIZE" and view.flavor == params["flavor"]
+            return view if ok else None
+
+        view = self.wait(confirmed, f"server on flavor {params['flavor']}")
+        flavor = self.backend.flavor(params["flavor"])
+        Instance.objects.filter(pk=self.instance.pk).update(
+            flavor=flavor.name, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, disk_gb=flavor.disk_gb
+        )
+        return {"flavor": flavor.name, "observed": view.evidence}
+
+    def delete(self) -> dict[str, Any]:
+        server = self.instance.server_id
+        if server:
+            self.backend.delete(server)
+
+            def gone():
+                view = self.backend.server(server)
+                return True if view is None or view.status == S.DELETED else None
+
+            self.wait(gone, f"server {server} gone")
+        if self.operation.params.get("block_storage"):
+            volumes = "kept: the server's volumes were not touched"
+        else:
+            volumes = (
+                f"none to keep: the {self.connection.cloud_id} cloud has no block-storage service; "
+                "the server's root disk was ephemeral and went with it"
+            )
+        Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
+        return {"server_id": server, "volumes": volumes}
+
+    def snapshot_delete(self) -> dict[str, Any]:
+        snapshot = self.operation.snapshot
+        if snapshot.image_id:
+            self.backend.delete_image(snapshot.image_id)
+
+            def gone():
+                image = self.backend.image(snapshot.image_id)
+                return True if image is None or image.status == "deleted" else None
+
+            self.wait(gone, f"image {snapshot.image_id} gone")
+        Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.DELETED, deleted_at=timezone.now())
+        return {"image_id": snapshot.image_id}
+
+    # ------------------------------------------------------------------ observing
+    def observe(self) -> ServerView | None:
+        view = self.backend.server(self.instance.server_id) if self.instance.server_id else None
+        self.last_view = view
+        if view is not None:
+            Instance.objects.filter(pk=self.instance.pk).update(
+                status=view.status, status_reason=_reason(view), observed_at=timezone.now()
+            )
+        return view
+
+    def fail_on_error(self, view: ServerView | None) -> None:
+        if view is None:
+            raise OperationFailed(f"server {self.instance.server_id} is no longer in the cloud", kind="not_found")
+        if view.raw_status == "ERROR":
+            raise OperationFailed(f"the server went to ERROR: {view.fault or 'Nova gave no fault message'}")
+
+    def wait_status(self, wanted: str) -> ServerView:
+        def reached():
+            view = self.observe()
+            self.fail_on_error(view)
+            return view if view.settled and view.status == wanted else None
+
+        return self.wait(reached, f"{wanted} with no task in flight")
+
+    def wait(self, check: Callable[[], Any], what: str) -> Any:
+        deadline = time.monotonic() + _deadline_seconds()
+        while True:
+            found = check()
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                seen = self.last_view
+                last = f"; last seen {seen.raw_status} task_state={seen.task_state or 'none'}" if seen else ""
+                raise OperationFailed(f"not observed within {_deadline_seconds():.0f} s: {what}{last}", kind="timeout")
+            time.sleep(_poll_interval())
+
+    # ------------------------------------------------------------------ the end
+    def finish(self, state: str, *, kind: str = "", message: str = "", result: dict | None = None) -> None:
+        now = timezone.now()
+        self.operation.error_kind = kind
+        with transaction.atomic():
+            Operation.objects.filter(pk=self.operation.pk).update(
+                state=state,
+                error_kind=kind,
+                error_message=message[:4000],
+                result=result or {},
+                finished_at=now,
+                updated_at=now,
+            )
+            if self.instance is not None:
+                self._settle_instance(state, message)
+            snapshot = self.operation.snapshot
+            if snapshot is not None and state == OperationState.FAILED and self.operation.action == Action.SNAPSHOT:
+                Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.FAILED, status_reason=message)
+            if (
+                snapshot is not None
+                and state == OperationState.FAILED
+                and self.operation.action == Action.SNAPSHOT_DELETE
+            ):
+                Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.AVAILABLE, status_reason=message)
+
+    def _settle_instance(self, state: str, message: str) -> None:
+        updates: dict[str, Any] = {"operation": None, "updated_at": timezone.now()}
+        action = self.operation.action
+        if state == OperationState.SUCCEEDED and action == Action.DELETE:
+            updates.update(status=S.DELETED, status_reason="deleted", status_changed_at=timezone.now())
+        elif state == OperationState.FAILED:
+            view = self.last_view
+            if (
+                action == Action.CREATE
+                and not Instance.objects.filter(pk=self.instance.pk).exclude(server_id="").exists()
+            ):
+                updates.update(status=S.FAILED, status_reason=f"create failed: {message}")
+            elif view is None and self.instance.server_id and self.operation.error_kind == "not_found":
+                updates.update(status=S.UNKNOWN, status_reason=message)
+            elif view is not None and view.raw_status == "ERROR":
+                updates.update(status=S.FAILED, status_reason=_reason(view))
+        Instance.objects.filter(pk=self.instance.pk).update(**updates)
+
+
+def _reason(view: ServerView) -> str:
+    words = f"Nova: {view.raw_status}"
+    if view.task_state:
+        words += f" ({view.task_state})"
+    if view.fault:
+        words += f": {view.fault}"
+    if view.evidence.get("note"):
+        words += f"; {view.evidence['note']}"
+    return words

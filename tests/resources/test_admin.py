@@ -1,0 +1,45 @@
+"""The admin: instances, snapshots and operations are shown; the owner changes only through the service."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from cloudpivot.accounts.models import AuditEntry
+from resources.models import Instance, Operation
+from resources.services import instance_create
+
+pytestmark = pytest.mark.e2e
+
+
+def test_admin_pages_show_the_rows_and_hand_an_instance_to_another_member(os_world):
+    world = os_world.world
+    data = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
+    operation, _ = instance_create(user=world.bob, data=data)
+    staff = get_user_model().objects.create_superuser("root", "root@example.org", "pw-root")
+    client = Client()
+    client.force_login(staff)
+    for path in ("/admin/resources/instance/", "/admin/resources/snapshot/", "/admin/resources/operation/"):
+        assert client.get(path).status_code == 200, path
+    assert client.get(f"/admin/resources/operation/{operation.pk}/change/").status_code == 200
+    url = f"/admin/resources/instance/{operation.instance_id}/change/"
+    assert client.get(url).status_code == 200
+    response = client.post(
+        url,
+        {
+            "name": "vm1",
+            "new_owner": world.rita.pk,
+            "operations-TOTAL_FORMS": "1",
+            "operations-INITIAL_FORMS": "1",
+            "operations-MIN_NUM_FORMS": "0",
+            "operations-MAX_NUM_FORMS": "1000",
+            "operations-0-id": str(operation.pk),
+            "operations-0-instance": str(operation.instance_id),
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert Instance.objects.get(pk=operation.instance_id).owner == world.rita
+    assert AuditEntry.objects.filter(action="resources:instance-owner-change", actor=staff).exists()
+    assert client.post(f"/admin/resources/operation/{operation.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Operation.objects.filter(pk=operation.pk).exists()

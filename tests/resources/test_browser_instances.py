@@ -1,0 +1,79 @@
+"""The instance pages in headless Chromium against a real Daphne, with a real server on the dev OpenStack.
+
+The test process plays the worker: a thread runs the Operations the pages asked for (the Daphne only
+queues them), and the detail page shows each step by itself (it polls its live panel).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from django.db import connection
+
+from resources.models import Operation
+from resources.services import instance_create, operation_run
+from tests.portal.conftest import portal_daphne, portal_live  # noqa: F401
+from tests.portal.test_browser import browser, expect, open_page, screenshot  # noqa: F401
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def operations_worker(os_instances):
+    stop, errors = threading.Event(), []
+
+    def loop():
+        try:
+            while not stop.is_set():
+                for pk in list(Operation.objects.filter(state="pending").values_list("pk", flat=True)):
+                    try:
+                        operation_run(operation_id=str(pk))
+                    except Exception as exc:  # reported at teardown
+                        errors.append(exc)
+                stop.wait(0.2)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=90)
+    assert not errors, errors
+
+
+def test_bob_stops_and_starts_his_instance_from_its_page(os_instances, open_page, operations_worker):  # noqa: F811
+    world = os_instances.world
+    data = {"name": "web-vm", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
+    created, _ = instance_create(user=world.bob, data=data)
+    instance_id = str(created.instance_id)
+    page = open_page("bob")
+    page.goto("/instances/")
+    row = page.locator(f'[data-instance-row="{instance_id}"]')
+    expect(row.locator("[data-instance-status]")).to_have_text("Running", timeout=60_000)
+    row.get_by_role("link").click()
+    page.wait_for_url(re.compile(rf"/instances/{instance_id}/$"))
+    status = page.locator("#instance-status")
+    expect(status).to_have_text("Running")
+
+    page.get_by_role("button", name="Stop", exact=True).click()
+    expect(status).to_have_text("Stopped", timeout=60_000)
+    stop = page.locator('#instance-operations [data-action="stop"]')
+    expect(stop).to_have_attribute("data-state", "succeeded")
+    expect(page.get_by_role("button", name="Start", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Pause", exact=True)).to_have_count(0)
+
+    page.get_by_role("button", name="Start", exact=True).click()
+    expect(status).to_have_text("Running", timeout=60_000)
+    expect(page.locator('#instance-operations [data-action="start"]')).to_have_attribute("data-state", "succeeded")
+    screenshot(page, "instance-detail", full_page=True)
+    assert os_instances.conn.compute.get_server(Operation.objects.get(pk=created.pk).result["server_id"]).status == (
+        "ACTIVE"
+    )
+    # rita (reader) sees the page but no buttons
+    reader = open_page("rita")
+    reader.goto(f"/instances/{instance_id}/")
+    expect(reader.locator("#instance-status")).to_have_text("Running")
+    expect(reader.locator("#instance-actions")).to_have_count(0)
