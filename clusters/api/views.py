@@ -30,3 +30,8 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def metrics(self, request, cloud_id=None):
         return Response(inventory.cloud_metrics(connection=self.get_object()))
+
+    @extend_schema(responses={200: dict}, summary="What the cloud offers besides tasks (VM instances)")
+    @action(detail=True, methods=["get"])
+    def capabilities(self, request, cloud_id=None):
+        return Response(inventory.cloud_capabilities(connection=self.get_object()))

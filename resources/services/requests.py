@@ -221,6 +221,7 @@ def instance_action(
         done = _start_already_done(instance, int(params["boot_id"]))
         if done is not None:
             return done, False
+    _refused_by_backend(instance, action, params)
     params = _checked_params(instance, action, params)
     snapshot = params.pop("_snapshot", None)
     flavor = params.pop("_flavor", None)
@@ -301,6 +302,16 @@ def _check_state(instance: Instance, action: str, params: dict[str, Any]) -> Non
         )
     if action != Action.DELETE and not instance.server_id:
         raise InvalidState(f"instance {instance.name} has no server in the cloud yet")
+
+
+def _refused_by_backend(instance: Instance, action: str, params: dict[str, Any]) -> None:
+    """A backend may refuse what its cloud has no equivalent for (KubeVirt: suspend) before any Operation."""
+    refusal = getattr(_backend(instance.connection), "refusal", None)
+    found = _cloud_read("checking the action", "action", refusal, instance, action, params) if refusal else None
+    if found is not None:
+        kind, field, message = found
+        error = UnsupportedAction if kind == "unsupported" else InvalidState
+        raise error(message, errors=[{"field": field, "message": message}])
 
 
 def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> dict[str, Any]:
