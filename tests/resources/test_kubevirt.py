@@ -19,7 +19,7 @@ from clusters.models import CloudConnection
 from resources import jobs
 from resources.models import Instance, Operation, Snapshot
 from tests.clusters.conftest import kube, token_file  # noqa: F401  (the loopback API server and its token)
-from tests.clusters.kube_fixture import DATA_VOLUMES, VM_RESTORES, VM_SNAPSHOTS
+from tests.clusters.kube_fixture import DATA_VOLUMES, VM_RESTORES, VM_SNAPSHOTS, VMS
 from tests.helpers import wait_for
 
 NS = "tasks"
@@ -72,16 +72,16 @@ class Worker:
         return self.result
 
 
-def asked(kube, worker: Worker, count: int = 1) -> list:
+def asked(cluster, worker: Worker, count: int = 1) -> list:
     """Wait for the job's virt-api request; an operation that ended first says why."""
 
     def made():
         op = operation(worker.operation_id)
         assert op.state in ("pending", "running"), (op.state, op.error_message)
-        return len(kube.virt_api_calls()) >= count
+        return len(cluster.virt_api_calls()) >= count
 
     wait_for(made, what="the virt-api request")
-    return kube.virt_api_calls()
+    return cluster.virt_api_calls()
 
 
 def operation(operation_id: str) -> Operation:
@@ -110,7 +110,7 @@ def succeeded(worker: Worker) -> Operation:
     return operation(worker.operation_id)
 
 
-def create_running(api, kube, cloud="kv-lab", name="vm1") -> tuple[str, str]:
+def create_running(api, cluster, cloud="kv-lab", name="vm1") -> tuple[str, str]:
     """POST an instance and bring it up as KubeVirt would; returns (instance id, VM name)."""
     response = api("bob").post(
         "/api/v1/instances",
@@ -121,8 +121,8 @@ def create_running(api, kube, cloud="kv-lab", name="vm1") -> tuple[str, str]:
     instance_id = response.json()["instance"]
     worker = Worker(op_id)
     vm_name = wait_for(lambda: Instance.objects.get(pk=instance_id).server_id, what="the VM to be created")
-    kube.vm_status(vm_name, "Starting")
-    kube.vm_running(vm_name)
+    cluster.vm_status(vm_name, "Starting")
+    cluster.vm_running(vm_name)
     succeeded(worker)
     return instance_id, vm_name
 
@@ -297,7 +297,7 @@ def test_snapshot_then_restore_while_stopped_and_delete_keeping_the_data_volume(
 def test_the_vm_controller_garbage_collects_what_the_vm_still_owns(kv):
     """The fixture's own check: without the release a delete keeps nothing, so the test above means something."""
     kv.put(
-        __import__("tests.clusters.kube_fixture", fromlist=["VMS"]).VMS,
+        VMS,
         NS,
         {
             "apiVersion": "kubevirt.io/v1",
