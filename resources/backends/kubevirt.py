@@ -79,6 +79,7 @@ TRANSITIONAL = {
     "Terminating",
     "Migrating",
 }
+_SNAPSHOT_NAME = re.compile(r"^cps-[0-9a-f]{32}$")
 _IMAGE_REFERENCE = re.compile(
     r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
@@ -108,7 +109,10 @@ class KubeVirtInstances:
         """What KubeVirt cannot do, asked before an Operation exists: (kind, field, message) or None.
 
         kind is "unsupported" (no equivalent here) or "invalid_state" (KubeVirt forbids it now).
+        `instance` is None for a create (from a snapshot: `params["snapshot"]`).
         """
+        if action == Action.CREATE:
+            return ("unsupported", "snapshot", _NO_NEW_FROM_SNAPSHOT) if params.get("snapshot") else None
         if action in (Action.SUSPEND, Action.RESUME):
             return ("unsupported", "action", _NO_SUSPEND)
         if action == Action.RESIZE:
@@ -212,6 +216,10 @@ class KubeVirtInstances:
     # ------------------------------------------------------------------ writes (each only asks)
     def create(self, request: CreateRequest) -> str:
         name = vm_name(request.instance_id)
+        if _SNAPSHOT_NAME.match(request.image) and self._get(
+            SNAPSHOT_GROUP, SNAPSHOT_VERSION, "virtualmachinesnapshots", request.image
+        ):
+            raise Unsupported(_NO_NEW_FROM_SNAPSHOT)  # a snapshot's name is no container image
         body = self.manifest(request)
         try:
             self._custom(
@@ -535,6 +543,10 @@ class KubeVirtInstances:
         )
 
 
+_NO_NEW_FROM_SNAPSHOT = (
+    "a new instance from a KubeVirt snapshot is not offered yet: restore the snapshot onto its own "
+    "instance (stopped) instead"
+)
 _NO_SUSPEND = (
     "KubeVirt has no suspend (saving the guest's memory and freeing the host): pause keeps the guest in memory, "
     "stop shuts it down"
@@ -606,6 +618,7 @@ def _view(vm: dict[str, Any], restored_from: str = "") -> ServerView:
         image_id=restored_from or annotations.get(ANNOTATION_IMAGE, ""),
         flavor=annotations.get(ANNOTATION_FLAVOR, ""),
         fault=fault,
+        source="KubeVirt",
         evidence={
             "printable_status": raw or None,
             "run_strategy": strategy,

@@ -148,6 +148,8 @@ def instance_create(
         connection = _connection_for(user=user, cloud_id=data["cloud"])
         project = _project_for(user=user, connection=connection, slug=data.get("project"))
     backend = _backend(connection)
+    if snapshot is not None:
+        _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
     flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
     _check_site_limits(flavor)
     image = (
@@ -221,7 +223,7 @@ def instance_action(
         done = _start_already_done(instance, int(params["boot_id"]))
         if done is not None:
             return done, False
-    _refused_by_backend(instance, action, params)
+    _refused_by_backend(_backend(instance.connection), instance, action, params)
     params = _checked_params(instance, action, params)
     snapshot = params.pop("_snapshot", None)
     flavor = params.pop("_flavor", None)
@@ -304,9 +306,9 @@ def _check_state(instance: Instance, action: str, params: dict[str, Any]) -> Non
         raise InvalidState(f"instance {instance.name} has no server in the cloud yet")
 
 
-def _refused_by_backend(instance: Instance, action: str, params: dict[str, Any]) -> None:
+def _refused_by_backend(backend, instance: Instance | None, action: str, params: dict[str, Any]) -> None:
     """A backend may refuse what its cloud has no equivalent for (KubeVirt: suspend) before any Operation."""
-    refusal = getattr(_backend(instance.connection), "refusal", None)
+    refusal = getattr(backend, "refusal", None)
     found = _cloud_read("checking the action", "action", refusal, instance, action, params) if refusal else None
     if found is not None:
         kind, field, message = found

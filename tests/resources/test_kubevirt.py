@@ -167,6 +167,7 @@ def test_create_makes_a_labelled_vm_and_succeeds_only_once_kubevirt_shows_it_run
     assert op.result["server_id"] == name and op.result["observed"]["printable_status"] == "Running"
     shown = api("rita").get(f"/api/v1/instances/{instance_id}").json()
     assert shown["status"] == "Running" and shown["server_id"] == name and shown["operation"] is None
+    assert shown["status_reason"] == "KubeVirt: Running"
 
 
 def test_stop_and_start_set_the_run_strategy_and_wait_for_the_controller(kv, api):
@@ -189,6 +190,31 @@ def test_stop_and_start_set_the_run_strategy_and_wait_for_the_controller(kv, api
     succeeded(start)
     instance = Instance.objects.get(pk=instance_id)
     assert instance.status == "Running" and instance.boot_id == 2
+
+
+def test_an_image_that_cannot_be_pulled_fails_the_create_at_its_deadline_in_kubevirts_words(kv, api, settings):
+    settings.INSTANCE_OPERATION_DEADLINE_SECONDS = 1.5
+    response = api("bob").post(
+        "/api/v1/instances",
+        {"name": "vm1", "cloud": "kv-ephemeral", "flavor": "small", "image": "quay.io/nope/missing:1"},
+        format="json",
+    )
+    worker = Worker(accepted(response))
+    instance_id = response.json()["instance"]
+    name = wait_for(lambda: Instance.objects.get(pk=instance_id).server_id, what="the VM to be created")
+    message = 'Back-off pulling image "quay.io/nope/missing:1"'
+    kv.vm_status(name, "ImagePullBackOff", conditions=[{"type": "Ready", "status": "False", "reason": "PodNotExists"}])
+    kv.vm_status(
+        name,
+        "ImagePullBackOff",
+        conditions=[{"type": "Failure", "status": "True", "reason": "ImagePullBackOff", "message": message}],
+    )
+    assert worker.join().startswith("failed")
+    op = operation(worker.operation_id)
+    assert op.error_kind == "timeout" and "last seen ImagePullBackOff" in op.error_message
+    instance = Instance.objects.get(pk=instance_id)
+    assert instance.status == "Failed"
+    assert instance.status_reason == f"KubeVirt: ImagePullBackOff: {message}"
 
 
 # ---------------------------------------------------------------------------- restart, pause
@@ -292,6 +318,57 @@ def test_snapshot_then_restore_while_stopped_and_delete_keeping_the_data_volume(
     assert f"{name}-root" in kv.objects(DATA_VOLUMES), "a delete with volumes=keep lost the root disk"
     assert op.result["volumes"].startswith("kept")
     assert Instance.objects.get(pk=instance_id).status == "Deleted"
+
+
+def snapshot_ready(api, kv, instance_id: str) -> tuple[str, str]:
+    """A snapshot of the instance, made ready as KubeVirt's snapshot controller would; (snapshot id, its name)."""
+    response = act(api, instance_id, "snapshot")
+    worker = Worker(accepted(response))
+    snapshot_id = response.json()["snapshot"]
+    snapshot_name = f"cps-{snapshot_id.replace('-', '')}"
+    wait_for(lambda: snapshot_name in kv.objects(VM_SNAPSHOTS), what="the VirtualMachineSnapshot")
+    kv.snapshot_ready(snapshot_name)
+    succeeded(worker)
+    return snapshot_id, snapshot_name
+
+
+def test_deleting_a_snapshot_deletes_its_virtual_machine_snapshot(kv, api):
+    instance_id, _ = create_running(api, kv)
+    snapshot_id, snapshot_name = snapshot_ready(api, kv, instance_id)
+    worker = Worker(accepted(api("bob").delete(f"/api/v1/snapshots/{snapshot_id}")))
+    succeeded(worker)
+    assert snapshot_name not in kv.objects(VM_SNAPSHOTS)
+    assert Snapshot.objects.get(pk=snapshot_id).status == "deleted"
+
+
+def test_a_new_instance_from_a_snapshot_is_refused_before_anything_is_made(kv, api):
+    instance_id, _ = create_running(api, kv)
+    snapshot_id, _ = snapshot_ready(api, kv, instance_id)
+    response = api("bob").post(
+        f"/api/v1/snapshots/{snapshot_id}/restore", {"name": "copy", "flavor": "small"}, format="json"
+    )
+    assert response.status_code == 422, response.json()
+    assert response.json()["code"] == "unsupported" and response.json()["errors"][0]["field"] == "snapshot"
+    assert "restore the snapshot onto its own instance" in response.json()["message"]
+    assert Instance.objects.count() == 1
+
+
+def test_refresh_sees_what_happened_behind_cloudpivots_back(kv, api):
+    from resources.services import instances_refresh
+
+    instance_id, name = create_running(api, kv)
+    other_id, other = create_running(api, kv, name="vm2")
+    path = f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines/{name}"
+    kv.call(lambda: kv.api.system("PATCH", path, {"spec": {"runStrategy": "Halted"}}))  # someone ran `virtctl stop`
+    kv.vm_stopped(name)
+    kv.vm_deletion_finished(other)  # … and deleted the other VM (the finalizer let it go)
+    kv.call(lambda: kv.api.system("DELETE", f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines/{other}"))
+    assert kv.vm(other) is None
+    assert instances_refresh() == "observed 2 instances, 2 changed"
+    instance = Instance.objects.get(pk=instance_id)
+    assert (instance.status, instance.status_reason) == ("Stopped", "KubeVirt: Stopped")
+    gone = Instance.objects.get(pk=other_id)
+    assert gone.status == "Unknown" and f"server {other} not found in the cloud" in gone.status_reason
 
 
 def test_the_vm_controller_garbage_collects_what_the_vm_still_owns(kv):
