@@ -66,3 +66,25 @@ def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:
             return {"cloud": connection.cloud_id, "available": False, "message": exc.message}
         raise _domain_error(connection, exc) from None
     return {"cloud": connection.cloud_id, "available": True, **figures}
+
+
+def cloud_capabilities(*, connection: CloudConnection) -> dict[str, Any]:
+    """What the cloud offers besides tasks: VM instances (OpenStack: Nova; Kubernetes: where KubeVirt is served)."""
+    vm = {"available": False, "message": f"VM instances are not available on the {connection.backend} backend"}
+    if connection.backend == "openstack":
+        vm = {"available": True, "message": "Nova servers"}
+    elif connection.backend == "kubernetes":
+        try:
+            served = get_backend(connection).serves_api_group("kubevirt.io")
+        except BackendError as exc:
+            raise _domain_error(connection, exc) from None
+        vm = (
+            {"available": True, "message": "KubeVirt VirtualMachines (kubevirt.io/v1)"}
+            if served
+            else {
+                "available": False,
+                "message": "VM instances not available on this cluster: it does not serve the kubevirt.io API "
+                "(KubeVirt is not installed)",
+            }
+        )
+    return {"cloud": connection.cloud_id, "vm_instances": vm}

@@ -68,3 +68,8 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
                 "points": [{"t": moment.isoformat(), "v": value} for moment, value in found.points],
             }
         )
+
+    @extend_schema(responses={200: dict}, summary="What the cloud offers besides tasks (VM instances)")
+    @action(detail=True, methods=["get"])
+    def capabilities(self, request, cloud_id=None):
+        return Response(inventory.cloud_capabilities(connection=self.get_object()))

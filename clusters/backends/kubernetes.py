@@ -250,6 +250,11 @@ class KubernetesBackend:
             f"reachable, credentials accepted, Jobs readable in namespace {self.namespace}",
         )
 
+    def serves_api_group(self, group: str) -> bool:
+        """Whether the cluster serves an API group (discovery, GET /apis): e.g. kubevirt.io where KubeVirt runs."""
+        groups = self._call("discovering the served API groups", k8s.ApisApi(self._api()).get_api_versions)
+        return any(entry.get("name") == group for entry in groups.get("groups") or [])
+
     # ------------------------------------------------------------------ permissions, inventory, metrics
     def permissions(self) -> list[dict[str, Any]]:
         """Ask the API server (SelfSubjectAccessReview) whether our credentials may do each thing we need."""

@@ -44,6 +44,7 @@ class ServerView:
     flavor: str = ""
     fault: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    source: str = "Nova"  # who reported it, in reasons: "Nova: SHUTOFF", "KubeVirt: Stopped"
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,8 @@ def instance_create(
         connection = _connection_for(user=user, cloud_id=data["cloud"])
         project = _project_for(user=user, connection=connection, slug=data.get("project"))
     backend = _backend(connection)
+    if snapshot is not None:
+        _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
     if data.get("flavor"):
         flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
     else:
@@ -243,6 +245,7 @@ def instance_action(
         done = _start_already_done(instance, int(params["boot_id"]))
         if done is not None:
             return done, False
+    _refused_by_backend(_backend(instance.connection), instance, action, params)
     params = _checked_params(instance, action, params)
     snapshot = params.pop("_snapshot", None)
     flavor = params.pop("_flavor", None)
@@ -323,6 +326,16 @@ def _check_state(instance: Instance, action: str, params: dict[str, Any]) -> Non
         )
     if action != Action.DELETE and not instance.server_id:
         raise InvalidState(f"instance {instance.name} has no server in the cloud yet")
+
+
+def _refused_by_backend(backend, instance: Instance | None, action: str, params: dict[str, Any]) -> None:
+    """A backend may refuse what its cloud has no equivalent for (KubeVirt: suspend) before any Operation."""
+    refusal = getattr(backend, "refusal", None)
+    found = _cloud_read("checking the action", "action", refusal, instance, action, params) if refusal else None
+    if found is not None:
+        kind, field, message = found
+        error = UnsupportedAction if kind == "unsupported" else InvalidState
+        raise error(message, errors=[{"field": field, "message": message}])
 
 
 def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> dict[str, Any]:

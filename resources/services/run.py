@@ -321,7 +321,7 @@ class Runner:
 
 
 def _reason(view: ServerView) -> str:
-    words = f"Nova: {view.raw_status}"
+    words = f"{view.source}: {view.raw_status}"
     if view.task_state:
         words += f" ({view.task_state})"
     if view.fault:

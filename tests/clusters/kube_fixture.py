@@ -16,7 +16,13 @@ tests/clusters/test_kube_fixture.py so the backend is never tested against behav
   with container exit codes, OOMKilled, ImagePullBackOff, Unschedulable, Evicted) and pod logs with
   `timestamps`, `sinceTime` (passed on with second precision, as the API server does), `limitBytes`;
 - metrics.k8s.io (nodes, pods) when `metrics_served` is set, otherwise not served (404), as without
-  metrics-server.
+  metrics-server;
+- KubeVirt when `serve_kubevirt()` was called (otherwise its groups answer 404, as on a cluster without
+  it): kubevirt.io (VirtualMachines, VirtualMachineInstances), snapshot.kubevirt.io (snapshots, restores),
+  cdi.kubevirt.io (DataVolumes) in API discovery and storage; virt-api's subresources (restart, pause,
+  unpause) with its refusals and the state change requests it writes; the VM controller's finalizer and
+  the DataVolumes it makes from dataVolumeTemplates; the restore webhook's "not stopped" refusal. The
+  rest of KubeVirt's controllers (status transitions, snapshot readiness, restores) are driven by the test.
 
 The server runs in its own thread and event loop; the sync client under test talks HTTP to it. Test
 helpers (`KubeCluster`) act as the kubelet would: through the API, with the controllers' token.
@@ -44,6 +50,14 @@ NODES = kmock.resource("", "v1", "nodes")
 NAMESPACES = kmock.resource("", "v1", "namespaces")
 PVCS = kmock.resource("", "v1", "persistentvolumeclaims")
 REVIEWS = kmock.resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+VMS = kmock.resource("kubevirt.io", "v1", "virtualmachines")
+VMIS = kmock.resource("kubevirt.io", "v1", "virtualmachineinstances")
+VM_SNAPSHOTS = kmock.resource("snapshot.kubevirt.io", "v1beta1", "virtualmachinesnapshots")
+VM_RESTORES = kmock.resource("snapshot.kubevirt.io", "v1beta1", "virtualmachinerestores")
+DATA_VOLUMES = kmock.resource("cdi.kubevirt.io", "v1beta1", "datavolumes")
+VIRT_API = "subresources.kubevirt.io"
+KUBEVIRT_GROUPS = {"kubevirt.io", VIRT_API, "snapshot.kubevirt.io", "cdi.kubevirt.io"}
+VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 SYSTEM_TOKEN = "system:controllers"  # what the simulated controllers and kubelet authenticate with
 VERBS = {
     kmock.action.LIST: "list",
@@ -81,6 +95,8 @@ class RealisticKubernetes(kmock.KubernetesEmulator):
         self.permissions: set[tuple[str, str, str, str]] | None = ALL_PERMISSIONS
         self.job_quota: int | None = None  # at most this many Jobs per namespace (a ResourceQuota)
         self.metrics_served = False
+        self.kubevirt_served = False
+        self.virt_api_calls: list[tuple[str, str, str, dict[str, Any]]] = []  # (plural, name, verb, body)
         self.node_metrics: list[dict[str, Any]] = []
         self.pod_metrics: dict[str, dict[str, str]] = {}  # pod name -> usage
         self.logs: dict[tuple[str, str], list[tuple[int, str, bytes]]] = {}  # (ns, pod) -> [(ns_time, stamp, line)]
@@ -92,6 +108,7 @@ class RealisticKubernetes(kmock.KubernetesEmulator):
             self.resources.load_bundled()  # the built-in resources of a k3s cluster: empty lists, not 404s
         # The client's VersionApi asks for /version/ (go-restful's route), kmock serves only /version.
         self["get /version/"] << self._serve_server_version
+        self["get /apis/"] << self._serve_apis  # the client's ApisApi asks for /apis/ (API group discovery)
         # Reads: label selectors and watch timeouts (kmock's own list/watch ignore both).
         self[kmock.action.LIST] << self._serve_selected_list
         self[kmock.action.WATCH] << self._serve_selected_watch
@@ -108,6 +125,11 @@ class RealisticKubernetes(kmock.KubernetesEmulator):
         if not system:
             self.client_requests.append(request)
             self._authorize(request)
+        if request.resource is not None and (request.resource.group or "") in KUBEVIRT_GROUPS:
+            if not self.kubevirt_served:
+                raise status_error(404, "NotFound", "the server could not find the requested resource")
+            if request.resource.group == VIRT_API and request.name:
+                return aiohttp.web.json_response(await self._virt_api(request, system), status=202)
         if request.resource == REVIEWS and request.action == kmock.action.CREATE:
             return aiohttp.web.json_response(self._review(request), status=201)  # reviews are not stored
         if request.resource is not None and request.action == kmock.action.CREATE:
@@ -214,6 +236,8 @@ class RealisticKubernetes(kmock.KubernetesEmulator):
             obj.setdefault("status", {})
         if request.resource == PODS:
             obj.setdefault("status", {"phase": "Pending", "qosClass": "BestEffort"})
+        if request.resource == VM_RESTORES:
+            self._admit_restore(obj, namespace)
 
     def _check_preconditions(self, request: kmock.Request) -> None:
         """DeleteOptions.preconditions.uid: delete only the object with that UID, else 409 Conflict."""
@@ -370,8 +394,122 @@ class RealisticKubernetes(kmock.KubernetesEmulator):
                 )
         return {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "items": items}
 
+    # ------------------------------------------------------------------ KubeVirt
+    def serve_kubevirt(self) -> None:
+        """Install KubeVirt (and CDI): its groups appear in API discovery and their objects are stored."""
+        self.kubevirt_served = True
+        for resource, kind, subresources in (
+            (VMS, "VirtualMachine", {"status"}),
+            (VMIS, "VirtualMachineInstance", {"status"}),
+            (VM_SNAPSHOTS, "VirtualMachineSnapshot", {"status"}),
+            (VM_RESTORES, "VirtualMachineRestore", {"status"}),
+            (DATA_VOLUMES, "DataVolume", {"status"}),
+            (kmock.resource(VIRT_API, "v1", "virtualmachines"), "VirtualMachine", {"restart", "start", "stop"}),
+            (kmock.resource(VIRT_API, "v1", "virtualmachineinstances"), "VirtualMachineInstance", {"pause", "unpause"}),
+        ):
+            self.resources[resource] = kmock.ResourceInfo(
+                namespaced=True,
+                kind=kind,
+                verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
+                subresources=subresources,
+            )
+
+    async def _virt_api(self, request: kmock.Request, system: bool) -> dict[str, Any]:
+        """virt-api's subresources: its checks and refusals, and what it writes before answering."""
+        plural, name, verb, namespace = request.resource.plural, request.name, request.subresource, request.namespace
+        if request.method != kmock.method.PUT:
+            raise status_error(405, "MethodNotAllowed", f"{request.method} is not supported on {plural}/{verb}")
+        if not system and self.permissions is not None and ("update", VIRT_API, plural, verb) not in self.permissions:
+            raise status_error(
+                403, "Forbidden", f'{plural}.{VIRT_API} "{name}" is forbidden: cannot update resource "{plural}/{verb}"'
+            )
+        body = request.data if isinstance(request.data, dict) else {}
+        vm = self._get(VMS, namespace, name)
+        vmi = self._get(VMIS, namespace, name)
+        if plural == "virtualmachines" and verb == "restart":
+            if vm is None:
+                raise status_error(404, "NotFound", f'virtualmachines.kubevirt.io "{name}" not found')
+            if (vm.get("spec") or {}).get("runStrategy") == "Halted":
+                raise status_error(409, "Conflict", "RunStrategy Halted does not support manual restart requests")
+            if vmi is None or (vmi.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                raise status_error(409, "Conflict", "VM is not running")
+            requests = [{"action": "Stop", "uid": vmi["metadata"]["uid"]}, {"action": "Start"}]
+            await self.system(
+                "PATCH",
+                f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/status",
+                {"status": {"stateChangeRequests": requests}},
+            )
+            if body.get("gracePeriodSeconds") == 0:  # --force --grace-period=0: the VMI is killed at once
+                await self.system(
+                    "DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+                )
+        elif plural == "virtualmachineinstances" and verb in ("pause", "unpause"):
+            if vmi is None:
+                raise status_error(404, "NotFound", f'virtualmachineinstances.kubevirt.io "{name}" not found')
+            paused = any(
+                c.get("type") == "Paused" and c.get("status") == "True"
+                for c in (vmi.get("status") or {}).get("conditions") or []
+            )
+            if (vmi.get("status") or {}).get("phase") != "Running":
+                raise status_error(409, "Conflict", "VMI is not running")
+            if verb == "pause" and paused:
+                raise status_error(409, "Conflict", "VMI is already paused")
+            if verb == "unpause" and not paused:
+                raise status_error(409, "Conflict", "VMI is not paused")
+        else:
+            raise status_error(404, "NotFound", f"the server could not find the requested resource ({plural}/{verb})")
+        self.virt_api_calls.append((plural, name, verb, body))
+        return {}
+
+    def _admit_restore(self, obj: dict[str, Any], namespace: str | None) -> None:
+        """The VirtualMachineRestore webhook: the target must exist and be stopped."""
+        target = ((obj.get("spec") or {}).get("target") or {}).get("name")
+        vm = self._get(VMS, namespace, target)
+        name = (obj.get("metadata") or {}).get("name")
+        if vm is None or (vm.get("spec") or {}).get("runStrategy") != "Halted":
+            why = "does not exist" if vm is None else "is not stopped"
+            raise status_error(
+                422,
+                "Invalid",
+                f'admission webhook "virtualmachinerestore-validator.snapshot.kubevirt.io" denied the request: '
+                f'VirtualMachine "{target}" {why}',
+                {"name": name, "group": "snapshot.kubevirt.io", "kind": "VirtualMachineRestore"},
+            )
+
+    async def _vm_controller_start(self, vm: dict[str, Any]) -> None:
+        """The VM controller's first sync: its finalizer, and DataVolumes from dataVolumeTemplates (owned)."""
+        metadata = vm["metadata"]
+        namespace = metadata["namespace"]
+        await self.system(
+            "PATCH",
+            f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{metadata['name']}",
+            {"metadata": {"finalizers": [VM_FINALIZER]}},
+        )
+        for template in (vm.get("spec") or {}).get("dataVolumeTemplates") or []:
+            dv = {
+                "apiVersion": "cdi.kubevirt.io/v1beta1",
+                "kind": "DataVolume",
+                "metadata": {
+                    **template.get("metadata", {}),
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "kubevirt.io/v1",
+                            "kind": "VirtualMachine",
+                            "name": metadata["name"],
+                            "uid": metadata["uid"],
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "spec": template.get("spec", {}),
+            }
+            await self.system("POST", f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes", dv)
+
     # ------------------------------------------------------------------ controllers
     async def _controllers(self, request: kmock.Request, job_before: dict[str, Any] | None) -> None:
+        if request.resource == VMS and request.action == kmock.action.CREATE:
+            await self._vm_controller_start(request.data)
         if request.resource == JOBS and request.action == kmock.action.CREATE:
             await self._job_controller_start(request.data)
         elif request.resource == PODS and request.action in (kmock.action.UPDATE, kmock.action.DELETE):
@@ -756,6 +894,209 @@ class KubeCluster:
         name = self.pod(job, namespace)["metadata"]["name"]
         data = text.encode() if isinstance(text, str) else text
         self.call(lambda: self.api.write_log(namespace, name, data))
+
+    # ------------------------------------------------------------------ KubeVirt's controllers, driven by the test
+    def serve_kubevirt(self) -> None:
+        self.call(self.api.serve_kubevirt)
+
+    def vm(self, name: str, namespace: str = "tasks") -> dict[str, Any] | None:
+        return self.objects(VMS, namespace).get(name)
+
+    def vmi(self, name: str, namespace: str = "tasks") -> dict[str, Any] | None:
+        return self.objects(VMIS, namespace).get(name)
+
+    def virt_api_calls(self) -> list[tuple[str, str, str, dict[str, Any]]]:
+        return self.call(lambda: list(self.api.virt_api_calls))
+
+    def _vm_path(self, name: str, namespace: str, plural: str = "virtualmachines") -> str:
+        return f"/apis/kubevirt.io/v1/namespaces/{namespace}/{plural}/{name}"
+
+    def vm_status(self, name: str, printable: str, namespace: str = "tasks", **extra: Any) -> None:
+        """The VM controller writes the VM's status (None values remove a field, as a merge patch does)."""
+        status = {"printableStatus": printable, "ready": printable == "Running", **extra}
+        self.call(lambda: self.api.system("PATCH", self._vm_path(name, namespace) + "/status", {"status": status}))
+
+    def vm_running(self, name: str, namespace: str = "tasks") -> dict[str, Any]:
+        """The VMI is up (virt-handler) and the VM shows Running (VM controller); pending requests consumed."""
+
+        async def run() -> dict[str, Any]:
+            vmi = self.api._get(VMIS, namespace, name)
+            if vmi is None:
+                vmi = await self.api.system(
+                    "POST",
+                    f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances",
+                    {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": {"name": name}},
+                )
+            await self.api.system(
+                "PATCH",
+                self._vm_path(name, namespace, "virtualmachineinstances") + "/status",
+                {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+            )
+            await self.api.system(
+                "PATCH",
+                self._vm_path(name, namespace) + "/status",
+                {
+                    "status": {
+                        "printableStatus": "Running",
+                        "ready": True,
+                        "created": True,
+                        "stateChangeRequests": None,
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                    }
+                },
+            )
+            return self.api._get(VMIS, namespace, name)
+
+        return self.call(run)
+
+    def vm_stopped(self, name: str, namespace: str = "tasks") -> None:
+        """The VMI is gone and the VM shows Stopped."""
+
+        async def stop() -> None:
+            if self.api._get(VMIS, namespace, name) is not None:
+                await self.api.system("DELETE", self._vm_path(name, namespace, "virtualmachineinstances"))
+            await self.api.system(
+                "PATCH",
+                self._vm_path(name, namespace) + "/status",
+                {
+                    "status": {
+                        "printableStatus": "Stopped",
+                        "ready": False,
+                        "created": False,
+                        "stateChangeRequests": None,
+                        "conditions": [{"type": "Ready", "status": "False", "reason": "VMINotExists"}],
+                    }
+                },
+            )
+
+        self.call(stop)
+
+    def vm_restarted(self, name: str, namespace: str = "tasks") -> dict[str, Any]:
+        """The VM controller acts on virt-api's Stop+Start requests: the old VMI goes, a new one runs."""
+        old = self.vmi(name, namespace)
+        assert self.vm(name, namespace)["status"].get("stateChangeRequests"), "nothing asked for a restart"
+        if old is not None:
+            self.call(lambda: self.api.system("DELETE", self._vm_path(name, namespace, "virtualmachineinstances")))
+        return self.vm_running(name, namespace)
+
+    def vm_paused(self, name: str, paused: bool = True, namespace: str = "tasks") -> None:
+        """virt-handler paused (or unpaused) the domain: the VMI's Paused condition and the VM's status."""
+        conditions = [{"type": "Ready", "status": "True"}]
+        if paused:
+            conditions.append({"type": "Paused", "status": "True", "reason": "PausedByUser"})
+
+        async def apply() -> None:
+            await self.api.system(
+                "PATCH",
+                self._vm_path(name, namespace, "virtualmachineinstances") + "/status",
+                {"status": {"conditions": conditions}},
+            )
+            await self.api.system(
+                "PATCH",
+                self._vm_path(name, namespace) + "/status",
+                {"status": {"printableStatus": "Paused" if paused else "Running", "conditions": conditions}},
+            )
+
+        self.call(apply)
+
+    def snapshot_progress(self, snapshot: str, namespace: str = "tasks") -> None:
+        """The snapshot controller starts: phase InProgress, the VM's snapshotInProgress set."""
+        snap = self.objects(VM_SNAPSHOTS, namespace)[snapshot]
+        vm = snap["spec"]["source"]["name"]
+
+        async def apply() -> None:
+            await self.api.system(
+                "PATCH",
+                f"/apis/snapshot.kubevirt.io/v1beta1/namespaces/{namespace}/virtualmachinesnapshots/{snapshot}/status",
+                {"status": {"phase": "InProgress", "readyToUse": False}},
+            )
+            await self.api.system(
+                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"snapshotInProgress": snapshot}}
+            )
+
+        self.call(apply)
+
+    def snapshot_ready(self, snapshot: str, namespace: str = "tasks") -> None:
+        snap = self.objects(VM_SNAPSHOTS, namespace)[snapshot]
+        vm = snap["spec"]["source"]["name"]
+
+        async def apply() -> None:
+            await self.api.system(
+                "PATCH",
+                f"/apis/snapshot.kubevirt.io/v1beta1/namespaces/{namespace}/virtualmachinesnapshots/{snapshot}/status",
+                {
+                    "status": {
+                        "phase": "Succeeded",
+                        "readyToUse": True,
+                        "creationTime": now_text(),
+                        "virtualMachineSnapshotContentName": f"vmsnapshot-content-{snap['metadata']['uid']}",
+                    }
+                },
+            )
+            await self.api.system(
+                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"snapshotInProgress": None}}
+            )
+
+        self.call(apply)
+
+    def restore_progress(self, restore: str, namespace: str = "tasks") -> None:
+        """The restore controller starts: the VM's restoreInProgress and lastRestoreUID annotation set."""
+        obj = self.objects(VM_RESTORES, namespace)[restore]
+        vm = obj["spec"]["target"]["name"]
+        annotation = f"{restore}-{obj['metadata']['uid']}"
+
+        async def apply() -> None:
+            await self.api.system(
+                "PATCH",
+                self._vm_path(vm, namespace),
+                {"metadata": {"annotations": {"restore.kubevirt.io/lastRestoreUID": annotation}}},
+            )
+            await self.api.system(
+                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"restoreInProgress": restore}}
+            )
+
+        self.call(apply)
+
+    def restore_done(self, restore: str, namespace: str = "tasks") -> None:
+        obj = self.objects(VM_RESTORES, namespace)[restore]
+        vm = obj["spec"]["target"]["name"]
+
+        async def apply() -> None:
+            await self.api.system(
+                "PATCH",
+                f"/apis/snapshot.kubevirt.io/v1beta1/namespaces/{namespace}/virtualmachinerestores/{restore}/status",
+                {"status": {"complete": True, "restoreTime": now_text()}},
+            )
+            await self.api.system(
+                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"restoreInProgress": None}}
+            )
+
+        self.call(apply)
+
+    def vm_deletion_finished(self, name: str, namespace: str = "tasks") -> None:
+        """The VM controller's finalizer: the VMI is stopped, the finalizer removed; the garbage collector
+        then deletes what the VM still owns (its DataVolumes, unless released)."""
+        uid = self.vm(name, namespace)["metadata"]["uid"]
+
+        async def finish() -> None:
+            if self.api._get(VMIS, namespace, name) is not None:
+                await self.api.system("DELETE", self._vm_path(name, namespace, "virtualmachineinstances"))
+            await self.api.system("PATCH", self._vm_path(name, namespace), {"metadata": {"finalizers": []}})
+            for dv_name, dv in list(self.objects_now(DATA_VOLUMES, namespace).items()):
+                if any(ref.get("uid") == uid for ref in dv["metadata"].get("ownerReferences") or []):
+                    await self.api.system(
+                        "DELETE", f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes/{dv_name}"
+                    )
+
+        self.call(finish)
+
+    def objects_now(self, resource: kmock.resource, namespace: str) -> dict[str, dict[str, Any]]:
+        """`objects` for code already running on the server's loop."""
+        return {
+            key[2]: obj.raw
+            for key, obj in self.api.objects.items()
+            if key[0] == resource and key[1] == namespace and not obj.deleted
+        }
 
 
 def _container(

@@ -1,0 +1,640 @@
+"""Persistent instances as KubeVirt VirtualMachines (`kubevirt.io/v1`) on a `kubernetes` connection.
+
+The API client, credentials, error words and installation label come from the task backend
+(clusters.backends.kubernetes), so tasks and VMs speak to a cluster the same way. Each write only asks
+(a spec patch, a subresource PUT, a snapshot or restore object); whether it happened is seen through
+`server()`, which reads the VirtualMachine's status as KubeVirt's controllers write it.
+
+Connection options (docs/backends/kubevirt.md):
+
+- `vm_flavors`: named sizes, `{"small": {"vcpus": 1, "memory_mb": 2048}}` (default: small/medium/large).
+  A "flavor" here is a size the site defines on the connection, not KubeVirt's instancetype API: the
+  portal's quotas need the numbers before anything is created, and a connection option needs no CRD.
+- `vm_images`: optional names for container-disk images, `{"fedora": "quay.io/containerdisks/fedora:40"}`;
+  when set, only these names are accepted; when not, any container image reference is.
+- `vm_root_disk`: `"containerdisk"` (default: an ephemeral root disk straight from the image) or
+  `{"size_gb": 10, "storage_class": "..."}`: a DataVolume imported from the image by CDI, which
+  outlives the VM on delete and is what a VirtualMachineSnapshot captures.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from kubernetes import client as k8s
+
+from clusters.backends.kubernetes import LABEL_INSTALLATION, KubeApiError, KubernetesBackend, label_value
+from clusters.models import CloudConnection
+from resources.backends.base import BackendError, CreateRequest, FlavorView, ImageView, ServerView, Unsupported
+from resources.choices import Action, InstanceStatus
+
+GROUP, VERSION = "kubevirt.io", "v1"
+SUBRESOURCES = "subresources.kubevirt.io"
+SNAPSHOT_GROUP, SNAPSHOT_VERSION = "snapshot.kubevirt.io", "v1beta1"  # served since KubeVirt 1.2 (v1alpha1 before)
+LABEL_INSTANCE = "cloudpivot.io/instance"
+LABEL_SNAPSHOT = "cloudpivot.io/snapshot"
+ANNOTATION_FLAVOR = "cloudpivot.io/flavor"
+ANNOTATION_IMAGE = "cloudpivot.io/image"
+ANNOTATION_NAME = "cloudpivot.io/instance-name"
+LAST_RESTORE = "restore.kubevirt.io/lastRestoreUID"  # "<restore name>-<restore uid>", set by the restore controller
+NOT_SERVED = "VM instances not available on this cluster"
+ROOT_DISK = "rootdisk"
+
+DEFAULT_FLAVORS: dict[str, dict[str, int]] = {
+    "small": {"vcpus": 1, "memory_mb": 2048},
+    "medium": {"vcpus": 2, "memory_mb": 4096},
+    "large": {"vcpus": 4, "memory_mb": 8192},
+}
+
+S = InstanceStatus
+# VirtualMachine status.printableStatus → portal status.
+STATUS_MAP = {
+    "Stopped": S.STOPPED,
+    "Provisioning": S.PENDING,
+    "WaitingForVolumeBinding": S.PENDING,
+    "WaitingForReceiver": S.PENDING,
+    "Starting": S.STARTING,
+    "Running": S.RUNNING,
+    "Migrating": S.RUNNING,
+    "Paused": S.PAUSED,
+    "Stopping": S.STOPPING,
+    "Terminating": S.STOPPING,
+    "ErrorUnschedulable": S.BLOCKED,  # waits for capacity or a volume: a hold, not a failure
+    "ErrorPvcNotFound": S.BLOCKED,
+    "ErrorDataVolumeNotFound": S.BLOCKED,
+    "CrashLoopBackOff": S.FAILED,
+    "ErrImagePull": S.FAILED,
+    "ImagePullBackOff": S.FAILED,
+    "DataVolumeError": S.FAILED,
+    "Unknown": S.UNKNOWN,
+}
+TRANSITIONAL = {
+    "Provisioning",
+    "WaitingForVolumeBinding",
+    "WaitingForReceiver",
+    "Starting",
+    "Stopping",
+    "Terminating",
+    "Migrating",
+}
+_SNAPSHOT_NAME = re.compile(r"^cps-[0-9a-f]{32}$")
+_IMAGE_REFERENCE = re.compile(
+    r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+
+
+def vm_name(instance_id: str) -> str:
+    """The VirtualMachine's name: the instance id, so a retried create finds the VM it already made."""
+    return f"cpi-{instance_id.replace('-', '')}"
+
+
+class KubeVirtInstances:
+    def __init__(self, connection: CloudConnection) -> None:
+        self.connection = connection
+        self._kube = KubernetesBackend(connection)  # its ApiClient, credentials, call wrapper and error words
+        self.namespace = self._kube.namespace
+        self.options = self._kube.options
+        self.installation = self._kube.installation
+
+    # ------------------------------------------------------------------ capability
+    def require_served(self) -> None:
+        """Unsupported (NOT_SERVED) when API discovery does not list kubevirt.io; other errors pass through."""
+        if not self._kube.serves_api_group(GROUP):
+            raise Unsupported(NOT_SERVED)
+
+    def refusal(self, instance: Any, action: str, params: dict[str, Any]) -> tuple[str, str, str] | None:
+        """What KubeVirt cannot do, asked before an Operation exists: (kind, field, message) or None.
+
+        kind is "unsupported" (no equivalent here) or "invalid_state" (KubeVirt forbids it now).
+        `instance` is None for a create (from a snapshot: `params["snapshot"]`).
+        """
+        if action == Action.CREATE:
+            return ("unsupported", "snapshot", _NO_NEW_FROM_SNAPSHOT) if params.get("snapshot") else None
+        if action in (Action.SUSPEND, Action.RESUME):
+            return ("unsupported", "action", _NO_SUSPEND)
+        if action == Action.RESIZE:
+            return ("unsupported", "action", _NO_RESIZE)
+        if action == Action.REBOOT and instance.status != S.RUNNING:
+            return (
+                "invalid_state",
+                "action",
+                f"KubeVirt restarts only a running VirtualMachine; instance {instance.name} is {instance.status}",
+            )
+        if action == Action.RESTORE and instance.status != S.STOPPED:
+            return (
+                "invalid_state",
+                "action",
+                f"KubeVirt restores only a stopped VirtualMachine; instance {instance.name} is {instance.status}: "
+                "stop it first, then restore",
+            )
+        if action == Action.SNAPSHOT and instance.server_id:
+            vm = self._vm(instance.server_id)
+            if vm is not None and not _persistent_volumes(vm):
+                return ("unsupported", "action", _NO_SNAPSHOT_OF_CONTAINERDISK)
+        return None
+
+    # ------------------------------------------------------------------ reads
+    @property
+    def has_block_storage(self) -> bool:
+        """Whether new VMs get a DataVolume root disk (kept on delete) rather than an ephemeral containerDisk."""
+        return isinstance(self.options.get("vm_root_disk"), dict)
+
+    def flavor(self, name: str) -> FlavorView:
+        flavors = self.options.get("vm_flavors") or DEFAULT_FLAVORS
+        size = flavors.get(name)
+        if not isinstance(size, dict):
+            raise BackendError(
+                f"the {self.connection.cloud_id} cloud has no VM flavor {name!r}; "
+                f"flavors: {', '.join(sorted(flavors))}",
+                kind="not_found",
+            )
+        disk = self.options["vm_root_disk"].get("size_gb", 0) if self.has_block_storage else 0
+        return FlavorView(
+            id=name,
+            name=name,
+            vcpus=int(size.get("vcpus", 1)),
+            memory_mb=int(size.get("memory_mb", 1024)),
+            disk_gb=int(size.get("disk_gb", disk) if self.has_block_storage else 0),
+        )
+
+    def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
+        """The smallest named size with at least this many vCPU and MB, as on OpenStack."""
+        sizes = [self.flavor(name) for name in (self.options.get("vm_flavors") or DEFAULT_FLAVORS)]
+        fitting = [size for size in sizes if size.vcpus >= vcpus and size.memory_mb >= memory_mb]
+        if not fitting:
+            raise BackendError(
+                f"the {self.connection.cloud_id} cloud has no VM flavor with at least {vcpus} vCPU and {memory_mb} MB",
+                kind="not_found",
+            )
+        return min(fitting, key=lambda size: (size.vcpus, size.memory_mb, size.disk_gb, size.name))
+
+    def image_ref(self, name: str) -> str:
+        images = self.options.get("vm_images") or {}
+        if images:
+            if name not in images:
+                raise BackendError(
+                    f"the {self.connection.cloud_id} cloud has no VM image {name!r}; "
+                    f"images: {', '.join(sorted(images))}",
+                    kind="not_found",
+                )
+            return images[name]
+        if not _IMAGE_REFERENCE.match(name):
+            raise BackendError(
+                f"{name!r} is not a container image reference (e.g. quay.io/containerdisks/fedora:40); "
+                "KubeVirt boots VMs from container-disk images",
+                kind="invalid_spec",
+            )
+        return name
+
+    def server(self, server_id: str) -> ServerView | None:
+        vm = self._vm(server_id)
+        if vm is None:
+            return None
+        return _view(vm, restored_from=self._restored_from(vm))
+
+    def servers(self) -> dict[str, ServerView]:
+        items = self._custom(
+            "listing VirtualMachines",
+            "list_namespaced_custom_object",
+            GROUP,
+            VERSION,
+            self.namespace,
+            "virtualmachines",
+            label_selector=f"{self._kube.selector},{LABEL_INSTANCE}",
+        ).get("items")
+        return {vm["metadata"]["name"]: _view(vm) for vm in items or []}
+
+    def image(self, image_id: str) -> ImageView | None:
+        snapshot = self._get(SNAPSHOT_GROUP, SNAPSHOT_VERSION, "virtualmachinesnapshots", image_id)
+        if snapshot is None:
+            return None
+        status = snapshot.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        if phase == "Failed":
+            error = (status.get("error") or {}).get("message") or "KubeVirt gave no message"
+            raise BackendError(f"the VirtualMachineSnapshot {image_id} failed: {error}", kind="invalid_spec")
+        return ImageView(id=image_id, status=phase, ready=bool(status.get("readyToUse")), size_bytes=None)
+
+    def console_log(self, server_id: str, *, lines: int) -> str:
+        raise Unsupported(
+            "KubeVirt has no stored console log to read: its serial console is a live connection "
+            f"(virtctl console {server_id} -n {self.namespace})"
+        )
+
+    # ------------------------------------------------------------------ writes (each only asks)
+    def create(self, request: CreateRequest) -> str:
+        name = vm_name(request.instance_id)
+        if _SNAPSHOT_NAME.match(request.image) and self._get(
+            SNAPSHOT_GROUP, SNAPSHOT_VERSION, "virtualmachinesnapshots", request.image
+        ):
+            raise Unsupported(_NO_NEW_FROM_SNAPSHOT)  # a snapshot's name is no container image
+        body = self.manifest(request)
+        try:
+            self._custom(
+                f"creating VirtualMachine {name}",
+                "create_namespaced_custom_object",
+                GROUP,
+                VERSION,
+                self.namespace,
+                "virtualmachines",
+                body,
+            )
+        except KubeApiError as exc:
+            if exc.status != 409:
+                raise
+            existing = self._vm(name)
+            labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+            if labels.get(LABEL_INSTANCE) != label_value(request.instance_id) or (
+                labels.get(LABEL_INSTALLATION) != self.installation
+            ):
+                raise BackendError(
+                    f"a VirtualMachine named {name} already exists in namespace {self.namespace} but was not "
+                    "created by this CloudPivot installation for this instance; it was left alone",
+                    kind="invalid_spec",
+                ) from None
+        return name  # adopted when an earlier try already made it
+
+    def manifest(self, request: CreateRequest) -> dict[str, Any]:
+        """The VirtualMachine for a create request: our labels, the flavor's size, the image as root disk."""
+        name = vm_name(request.instance_id)
+        flavor = self.flavor(request.flavor_id)
+        labels = {LABEL_INSTALLATION: self.installation, LABEL_INSTANCE: label_value(request.instance_id)}
+        spec: dict[str, Any] = {
+            "runStrategy": "Always",
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "domain": {
+                        "cpu": {"cores": flavor.vcpus},
+                        "memory": {"guest": f"{flavor.memory_mb}Mi"},
+                        "resources": {"requests": {"memory": f"{flavor.memory_mb}Mi"}},
+                        "devices": {"disks": [{"name": ROOT_DISK, "disk": {"bus": "virtio"}}]},
+                    },
+                    "volumes": [],
+                },
+            },
+        }
+        volumes = spec["template"]["spec"]["volumes"]
+        if self.has_block_storage:
+            root = self.options["vm_root_disk"]
+            storage: dict[str, Any] = {"resources": {"requests": {"storage": f"{flavor.disk_gb or 10}Gi"}}}
+            if root.get("storage_class"):
+                storage["storageClassName"] = root["storage_class"]
+            spec["dataVolumeTemplates"] = [
+                {
+                    "metadata": {"name": f"{name}-root", "labels": dict(labels)},
+                    "spec": {"source": {"registry": {"url": f"docker://{request.image}"}}, "storage": storage},
+                }
+            ]
+            volumes.append({"name": ROOT_DISK, "dataVolume": {"name": f"{name}-root"}})
+        else:
+            volumes.append({"name": ROOT_DISK, "containerDisk": {"image": request.image}})
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "VirtualMachine",
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {
+                    ANNOTATION_FLAVOR: flavor.name,
+                    ANNOTATION_IMAGE: request.image,
+                    ANNOTATION_NAME: request.name,
+                },
+            },
+            "spec": spec,
+        }
+
+    def start(self, server_id: str) -> None:
+        self._run_strategy(server_id, "Always", "starting")
+
+    def stop(self, server_id: str) -> None:
+        self._run_strategy(server_id, "Halted", "stopping")
+
+    def reboot(self, server_id: str, *, hard: bool) -> None:
+        """The VM's `restart` subresource: a new VMI (a cold boot of the guest).
+
+        Soft: the guest gets its termination grace period to shut down. Hard: grace period 0, the
+        VMI is killed at once (power cut), as `virtctl restart --force --grace-period=0` does.
+        """
+        body = {"gracePeriodSeconds": 0} if hard else {}
+        self._subresource("virtualmachines", server_id, "restart", body, "restarting the VM")
+
+    def pause(self, server_id: str) -> None:
+        self._subresource("virtualmachineinstances", server_id, "pause", {}, "pausing the VM")
+
+    def unpause(self, server_id: str) -> None:
+        self._subresource("virtualmachineinstances", server_id, "unpause", {}, "unpausing the VM")
+
+    def suspend(self, server_id: str) -> None:
+        raise Unsupported(_NO_SUSPEND)
+
+    def resume(self, server_id: str) -> None:
+        raise Unsupported(_NO_SUSPEND)
+
+    def snapshot(self, server_id: str, *, name: str, metadata: dict[str, str]) -> str:
+        snapshot_id = metadata.get("cloudpivot_snapshot") or uuid.uuid4().hex
+        snapshot_name = f"cps-{snapshot_id.replace('-', '')}"
+        vm = self._vm(server_id)
+        if vm is None:
+            raise BackendError(f"VirtualMachine {server_id} is not in namespace {self.namespace}", kind="not_found")
+        if not _persistent_volumes(vm):
+            raise Unsupported(_NO_SNAPSHOT_OF_CONTAINERDISK)
+        body = {
+            "apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}",
+            "kind": "VirtualMachineSnapshot",
+            "metadata": {
+                "name": snapshot_name,
+                "labels": {
+                    LABEL_INSTALLATION: self.installation,
+                    LABEL_INSTANCE: (vm["metadata"].get("labels") or {}).get(LABEL_INSTANCE, ""),
+                    LABEL_SNAPSHOT: label_value(snapshot_id),
+                },
+                "annotations": {"cloudpivot.io/snapshot-name": name},
+            },
+            "spec": {"source": {"apiGroup": GROUP, "kind": "VirtualMachine", "name": server_id}},
+        }
+        try:
+            self._custom(
+                f"creating VirtualMachineSnapshot {snapshot_name}",
+                "create_namespaced_custom_object",
+                SNAPSHOT_GROUP,
+                SNAPSHOT_VERSION,
+                self.namespace,
+                "virtualmachinesnapshots",
+                body,
+            )
+        except KubeApiError as exc:
+            if exc.status != 409:  # 409: an earlier try made it (the name is the snapshot's id)
+                raise
+        return snapshot_name
+
+    def delete_image(self, image_id: str) -> None:
+        try:
+            self._custom(
+                f"deleting VirtualMachineSnapshot {image_id}",
+                "delete_namespaced_custom_object",
+                SNAPSHOT_GROUP,
+                SNAPSHOT_VERSION,
+                self.namespace,
+                "virtualmachinesnapshots",
+                image_id,
+            )
+        except KubeApiError as exc:
+            if exc.status != 404:
+                raise
+
+    def rebuild(self, server_id: str, *, image_id: str) -> None:
+        """Restore the VM from a VirtualMachineSnapshot (a VirtualMachineRestore); only a stopped VM."""
+        vm = self._vm(server_id)
+        if vm is None:
+            raise BackendError(f"VirtualMachine {server_id} is not in namespace {self.namespace}", kind="not_found")
+        printable = (vm.get("status") or {}).get("printableStatus") or "no status"
+        if printable != "Stopped" or _run_strategy(vm) != "Halted":
+            raise Unsupported(
+                f"KubeVirt restores only a stopped VirtualMachine; {server_id} is {printable}: stop it first"
+            )
+        restore = f"cpr-{uuid.uuid4().hex}"
+        body = {
+            "apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}",
+            "kind": "VirtualMachineRestore",
+            "metadata": {
+                "name": restore,
+                "labels": {
+                    LABEL_INSTALLATION: self.installation,
+                    LABEL_INSTANCE: (vm["metadata"].get("labels") or {}).get(LABEL_INSTANCE, ""),
+                },
+            },
+            "spec": {
+                "target": {"apiGroup": GROUP, "kind": "VirtualMachine", "name": server_id},
+                "virtualMachineSnapshotName": image_id,
+            },
+        }
+        self._custom(
+            f"creating VirtualMachineRestore {restore}",
+            "create_namespaced_custom_object",
+            SNAPSHOT_GROUP,
+            SNAPSHOT_VERSION,
+            self.namespace,
+            "virtualmachinerestores",
+            body,
+        )
+
+    def resize(self, server_id: str, *, flavor_id: str) -> None:
+        raise Unsupported(_NO_RESIZE)
+
+    def confirm_resize(self, server_id: str) -> None:
+        raise Unsupported(_NO_RESIZE)
+
+    def delete(self, server_id: str) -> None:
+        """Delete the VM, keeping its DataVolumes: they are released from the VM first, so the garbage
+        collector (which deletes what a deleted owner owned) leaves them; the VMI goes with the VM."""
+        vm = self._vm(server_id)
+        if vm is None:
+            return
+        uid = vm["metadata"].get("uid")
+        for volume in _persistent_volumes(vm):
+            self._release_data_volume(volume, uid)
+        try:
+            self._custom(
+                f"deleting VirtualMachine {server_id}",
+                "delete_namespaced_custom_object",
+                GROUP,
+                VERSION,
+                self.namespace,
+                "virtualmachines",
+                server_id,
+                propagation_policy="Background",
+                body={"propagationPolicy": "Background", "preconditions": {"uid": uid}},
+            )
+        except KubeApiError as exc:
+            if exc.status not in (404, 409):  # 409: the name is another VM's now; ours is gone
+                raise
+
+    def delete_volumes(self, server_id: str) -> list[str]:
+        raise Unsupported(
+            "purging DataVolumes is not implemented for KubeVirt yet; delete with volumes=keep "
+            f"(the DataVolumes of {server_id} stay in namespace {self.namespace})"
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _custom(self, what: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        api = k8s.CustomObjectsApi(self._kube._api())
+        return self._kube._call(what, getattr(api, method), *args, **kwargs)
+
+    def _get(self, group: str, version: str, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._custom(
+                f"reading {plural} {name}",
+                "get_namespaced_custom_object",
+                group,
+                version,
+                self.namespace,
+                plural,
+                name,
+            )
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _vm(self, name: str) -> dict[str, Any] | None:
+        return self._get(GROUP, VERSION, "virtualmachines", name)
+
+    def _restored_from(self, vm: dict[str, Any]) -> str:
+        """The snapshot of the VM's last *completed* restore (KubeVirt's lastRestoreUID annotation), or ""."""
+        value = (vm["metadata"].get("annotations") or {}).get(LAST_RESTORE) or ""
+        if len(value) < 38:
+            return ""
+        restore = self._get(SNAPSHOT_GROUP, SNAPSHOT_VERSION, "virtualmachinerestores", value[:-37])
+        if restore is None or not (restore.get("status") or {}).get("complete"):
+            return ""
+        return (restore.get("spec") or {}).get("virtualMachineSnapshotName") or ""
+
+    def _run_strategy(self, server_id: str, strategy: str, what: str) -> None:
+        self._custom(
+            f"{what} VirtualMachine {server_id} (runStrategy {strategy})",
+            "patch_namespaced_custom_object",
+            GROUP,
+            VERSION,
+            self.namespace,
+            "virtualmachines",
+            server_id,
+            {"spec": {"runStrategy": strategy}},
+        )
+
+    def _subresource(self, plural: str, name: str, verb: str, body: dict[str, Any], what: str) -> None:
+        """PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/{plural}/{name}/{verb} (virt-api)."""
+        api = self._kube._api()
+        method, url, headers, data, post = api.param_serialize(
+            method="PUT",
+            resource_path=f"/apis/{SUBRESOURCES}/{VERSION}/namespaces/{{namespace}}/{plural}/{{name}}/{verb}",
+            path_params={"namespace": self.namespace, "name": name},
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+
+        def put(**options: Any) -> Any:
+            response = api.call_api(
+                method,
+                url,
+                header_params=headers,
+                body=data,
+                post_params=post,
+                _request_timeout=options.get("_request_timeout"),
+            )
+            response.read()
+            if not 200 <= response.status <= 299:
+                raise k8s.ApiException(http_resp=response)
+            return response
+
+        self._kube._call(what, put)
+
+    def _release_data_volume(self, name: str, owner_uid: str | None) -> None:
+        """Drop the VM's ownerReference from one of its DataVolumes, so deleting the VM keeps the disk."""
+        dv = self._get("cdi.kubevirt.io", "v1beta1", "datavolumes", name)
+        if dv is None:
+            return
+        owners = dv["metadata"].get("ownerReferences") or []
+        kept = [ref for ref in owners if ref.get("uid") != owner_uid]
+        if len(kept) == len(owners):
+            return
+        self._custom(
+            f"keeping DataVolume {name}",
+            "patch_namespaced_custom_object",
+            "cdi.kubevirt.io",
+            "v1beta1",
+            self.namespace,
+            "datavolumes",
+            name,
+            {"metadata": {"ownerReferences": kept or None}},
+        )
+
+
+_NO_NEW_FROM_SNAPSHOT = (
+    "a new instance from a KubeVirt snapshot is not offered yet: restore the snapshot onto its own "
+    "instance (stopped) instead"
+)
+_NO_SUSPEND = (
+    "KubeVirt has no suspend (saving the guest's memory and freeing the host): pause keeps the guest in memory, "
+    "stop shuts it down"
+)
+_NO_RESIZE = (
+    "resize is not offered on KubeVirt instances yet: the portal's resize is Nova's resize-and-confirm; "
+    "create a new instance with the flavor you need"
+)
+_NO_SNAPSHOT_OF_CONTAINERDISK = (
+    "this instance's root disk is a containerDisk (ephemeral, rebuilt from its image at every boot): "
+    "KubeVirt cannot snapshot it; instances with a DataVolume root disk (the connection's vm_root_disk) can be"
+)
+
+
+def _run_strategy(vm: dict[str, Any]) -> str:
+    spec = vm.get("spec") or {}
+    if spec.get("runStrategy"):
+        return spec["runStrategy"]
+    return "Always" if spec.get("running") else "Halted"
+
+
+def _persistent_volumes(vm: dict[str, Any]) -> list[str]:
+    """The names of the VM's DataVolume (or PVC) volumes: what a snapshot captures and a delete keeps."""
+    volumes = (((vm.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or []
+    names = []
+    for volume in volumes:
+        if volume.get("dataVolume"):
+            names.append(volume["dataVolume"].get("name", ""))
+        elif volume.get("persistentVolumeClaim"):
+            names.append(volume["persistentVolumeClaim"].get("claimName", ""))
+    return [n for n in names if n]
+
+
+def _view(vm: dict[str, Any], restored_from: str = "") -> ServerView:
+    metadata, status = vm["metadata"], vm.get("status") or {}
+    raw = status.get("printableStatus") or ""
+    strategy = _run_strategy(vm)
+    in_flight = []
+    if not raw:
+        in_flight.append("no status from the VM controller yet")
+    elif raw in TRANSITIONAL:
+        in_flight.append(raw.lower())
+    if status.get("stateChangeRequests"):
+        actions = ", ".join(r.get("action", "?") for r in status["stateChangeRequests"])
+        in_flight.append(f"state change requests pending: {actions}")
+    if status.get("snapshotInProgress"):
+        in_flight.append(f"snapshot {status['snapshotInProgress']} in progress")
+    if status.get("restoreInProgress"):
+        in_flight.append(f"restore {status['restoreInProgress']} in progress")
+    if metadata.get("deletionTimestamp"):
+        in_flight.append("being deleted")
+    if strategy in ("Always", "RerunOnFailure") and raw == "Stopped":
+        in_flight.append(f"runStrategy {strategy}: the controller has not started it yet")
+    if strategy == "Halted" and raw in ("Running", "Paused"):
+        in_flight.append("runStrategy Halted: the controller has not stopped it yet")
+    annotations = metadata.get("annotations") or {}
+    fault = ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Failure" and str(condition.get("status")) == "True":
+            fault = condition.get("message") or condition.get("reason") or ""
+        elif not fault and STATUS_MAP.get(raw) in (S.FAILED, S.BLOCKED) and str(condition.get("status")) == "False":
+            fault = condition.get("message") or ""
+    return ServerView(
+        id=metadata["name"],
+        status=STATUS_MAP.get(raw, S.PENDING if not raw else S.UNKNOWN),
+        settled=not in_flight,
+        raw_status=raw or "none",
+        task_state="; ".join(in_flight),
+        image_id=restored_from or annotations.get(ANNOTATION_IMAGE, ""),
+        flavor=annotations.get(ANNOTATION_FLAVOR, ""),
+        fault=fault,
+        source="KubeVirt",
+        evidence={
+            "printable_status": raw or None,
+            "run_strategy": strategy,
+            "ready": status.get("ready"),
+            "in_flight": in_flight or None,
+            **({"restored_from": restored_from} if restored_from else {}),
+        },
+    )
