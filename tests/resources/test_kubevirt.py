@@ -470,3 +470,14 @@ def test_bad_flavors_and_images_are_4xx_naming_the_field(kv, api):
         .json()["message"]
     )
     assert not Instance.objects.exists()
+
+
+def test_a_size_asked_by_vcpus_and_memory_gets_the_smallest_named_flavor_that_fits(kv, api):
+    body = {"name": "vm1", "cloud": "kv-lab", "image": "quay.io/containerdisks/fedora:40"}
+    response = api("bob").post("/api/v1/instances", body | {"vcpus": 2, "memory_mb": 2048}, format="json")
+    assert response.status_code == 202, response.json()
+    instance = Instance.objects.get(pk=response.json()["instance"])
+    assert (instance.flavor, instance.vcpus, instance.memory_mb) == ("big", 2, 4096)
+    too_big = api("bob").post("/api/v1/instances", body | {"vcpus": 2, "memory_mb": 8192}, format="json")
+    assert too_big.status_code in (400, 422), too_big.json()
+    assert "no VM flavor with at least 2 vCPU and 8192 MB" in too_big.json()["message"]
