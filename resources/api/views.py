@@ -22,10 +22,10 @@ from resources.api.serializers import (
     SnapshotSerializer,
 )
 from resources.backends import get_instance_backend
-from resources.backends.base import BackendError
+from resources.backends.base import BackendError, Unsupported
 from resources.models import Instance, Operation, Snapshot
 from resources.services import instance_action, instance_create, snapshot_delete
-from resources.services.requests import CloudUnavailable, InvalidState
+from resources.services.requests import CloudUnavailable, InvalidState, UnsupportedAction
 
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)
 
@@ -111,6 +111,8 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
             raise InvalidState("the instance has no server yet")
         try:
             output = get_instance_backend(instance.connection).console_log(instance.server_id, lines=params["lines"])
+        except Unsupported as exc:  # the backend has no such thing (KubeVirt: a live console only)
+            raise UnsupportedAction(exc.message) from None
         except BackendError as exc:
             raise CloudUnavailable(exc.message) from None
         return Response({"output": output})

@@ -438,7 +438,11 @@ def test_actions_kubevirt_has_no_equivalent_for_are_refused_in_words(kv, api):
         assert response.status_code == 422, (action, response.json())
         assert response.json()["code"] == "unsupported" and words in response.json()["message"], response.json()
     console = api("bob").get(f"/api/v1/instances/{instance_id}/console")
-    assert console.status_code == 400 and "serial console is a live connection" in console.json()["message"]
+    assert (
+        console.status_code == 422
+        and console.json()["code"] == "unsupported"
+        and "serial console is a live connection" in console.json()["message"]
+    )
     assert Operation.objects.filter(instance_id=instance_id).count() == 1  # only the create
     assert kv.objects(VM_SNAPSHOTS) == {} and kv.virt_api_calls() == []
 
