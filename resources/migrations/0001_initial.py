@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('accounts', '0003_quota_max_snapshot_gb_quota_max_snapshots_and_more'),
+        ('accounts', '0003_quota_instance_limits'),
         ('clusters', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
