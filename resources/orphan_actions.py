@@ -48,7 +48,7 @@ def orphan_delete(*, finding: OrphanFinding, actor: AbstractBaseUser) -> str:
             raise Refused(f"{finding.kind} {item.name or item.ref} is now known to CloudPivot; it was left alone")
         if current.protected_reason:
             _update(finding, protected_reason=current.protected_reason)
-            raise Refused(f"{finding.kind} {item.name or item.ref} is protected ({current.protected_reason})")
+            raise Refused(f"{finding.kind} {item.name or item.ref} is protected: {current.protected_reason}")
     except ApplicationError as exc:
         _audit(actor, "resources:orphan-delete", finding, "refused", {"reason": exc.message})
         raise

@@ -77,7 +77,7 @@ class KubernetesTagged:
                 for key, label in (("attempt", LABEL_ATTEMPT), ("task", LABEL_TASK))
                 if labels.get(label)
             },
-            protected_reason=f"marked protected ({PROTECTED_LABEL})" if protected else "",
+            protected_reason=f"labelled {PROTECTED_LABEL}" if protected else "",
             uid=metadata.get("uid", ""),
             evidence={
                 "namespace": metadata.get("namespace", self.namespace),

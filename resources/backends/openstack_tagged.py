@@ -94,7 +94,7 @@ def server_item(server: Any) -> CloudItem:
     recorded = metadata.get(META_INSTALLATION)
     reasons = []
     if PROTECTED_TAG in tags or is_true(metadata.get(PROTECTED_PROPERTY)):
-        reasons.append(f"marked protected ({PROTECTED_TAG})")
+        reasons.append(f"tagged {PROTECTED_TAG}")
     if server.is_locked:
         reasons.append("locked in Nova")
     flavor = server.flavor if isinstance(server.flavor, dict) else {}
@@ -130,7 +130,7 @@ def image_item(image: Any) -> CloudItem:
     if image.is_protected:
         reasons.append("protected in Glance")
     if PROTECTED_TAG in tags or is_true(properties.get(PROTECTED_PROPERTY)):
-        reasons.append(f"marked protected ({PROTECTED_TAG})")
+        reasons.append(f"tagged {PROTECTED_TAG}")
     owner = {
         key: str(properties[prop])
         for key, prop in (("snapshot", META_SNAPSHOT), ("instance", META_INSTANCE), ("server", META_SERVER))
@@ -150,7 +150,7 @@ def image_item(image: Any) -> CloudItem:
 
 def volume_item(volume: Any) -> CloudItem:
     metadata = dict(volume.metadata or {})
-    protected = f"marked protected ({PROTECTED_PROPERTY})" if is_true(metadata.get(PROTECTED_PROPERTY)) else ""
+    protected = f"{PROTECTED_PROPERTY}=true" if is_true(metadata.get(PROTECTED_PROPERTY)) else ""
     attached = [a.get("server_id") for a in volume.attachments or [] if isinstance(a, dict)]
     if attached:
         protected = "; ".join(filter(None, [protected, "attached to " + ", ".join(map(str, attached))]))
