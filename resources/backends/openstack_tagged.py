@@ -61,11 +61,11 @@ class OpenStackTagged:
     # ------------------------------------------------------------------ writes
     def delete(self, item: CloudItem) -> None:
         conn = self._backend._conn()
-        deleter = {
-            SERVER: conn.compute.delete_server,
-            IMAGE: conn.image.delete_image,
-            VOLUME: conn.block_storage.delete_volume,
-        }[item.kind]
+        deleter = {  # looked up lazily: a cloud without block storage has no `block_storage` proxy at all
+            SERVER: lambda: conn.compute.delete_server,
+            IMAGE: lambda: conn.image.delete_image,
+            VOLUME: lambda: conn.block_storage.delete_volume,
+        }[item.kind]()
         self._call(f"deleting {item.kind} {item.ref}", deleter, item.ref, ignore_missing=True)
 
     def claim_server(self, server_id: str, *, instance_id: str, name: str) -> None:
@@ -133,9 +133,12 @@ def image_item(image: Any) -> CloudItem:
         reasons.append(f"tagged {PROTECTED_TAG}")
     owner = {
         key: str(properties[prop])
-        for key, prop in (("snapshot", META_SNAPSHOT), ("instance", META_INSTANCE), ("server", META_SERVER))
+        for key, prop in (("snapshot", META_SNAPSHOT), ("instance", META_INSTANCE))
         if properties.get(prop)
     }
+    source = getattr(image, META_SERVER, None) or properties.get(META_SERVER)  # the SDK reads it as an attribute
+    if source:
+        owner["server"] = str(source)
     return CloudItem(
         kind=IMAGE,
         ref=image.id,
