@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from clusters.backends.base import BackendError
 from clusters.models import CloudConnection
+from resources.backends.tagged import tagged_lister
 from resources.orphan_models import FindingState, OrphanFinding
 from resources.orphans import Report, connection_report
 
@@ -28,6 +29,8 @@ def orphans_scan(*, connections=None) -> str:
         connections = CloudConnection.objects.order_by("cloud_id")
     parts = []
     for connection in connections:
+        if tagged_lister(connection) is None:
+            continue  # `local` runs processes on this host: nothing of it is tagged in a cloud
         try:
             report = connection_report(connection)
         except BackendError as exc:
@@ -35,7 +38,8 @@ def orphans_scan(*, connections=None) -> str:
             parts.append(f"{connection.cloud_id}: not scanned ({exc.message})")
             continue
         counts = findings_store(report)
-        parts.append(f"{connection.cloud_id}: {counts['found']} found, {counts['resolved']} resolved")
+        notes = f" ({'; '.join(report.notes)})" if report.notes else ""
+        parts.append(f"{connection.cloud_id}: {counts['found']} found, {counts['resolved']} resolved{notes}")
     return "; ".join(parts) or "no connections"
 
 

@@ -5,9 +5,12 @@ The real `kubernetes` client lists and deletes through the loopback API server (
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 from django_q.conf import Conf
@@ -133,3 +136,16 @@ def test_a_delete_rechecks_the_label_and_the_uid_at_action_time(kube, kube_conne
 
     assert "left alone" in response.content.decode()
     assert "cp-lost-3" in kube.jobs()
+
+
+def test_the_orphans_scan_command_prints_the_report_and_refuses_unknown_clouds(kube, kube_connection, world):
+    kube.put(JOBS, "tasks", job("cp-lost-4", ours("cp-lost-4")))
+    out = io.StringIO()
+
+    call_command("orphans_scan", "k3s-lab", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "k3s-lab: 1 found, 0 resolved"
+    assert lines[1].startswith("k3s-lab orphan job cp-lost-4 cp-lost-4 (open): made for attempt cp-lost-4")
+    with pytest.raises(CommandError, match="no cloud connection nowhere"):
+        call_command("orphans_scan", "nowhere")
