@@ -109,8 +109,10 @@ def _adoption_checks(*, finding: OrphanFinding, owner: AbstractBaseUser, project
     if item.owner.get("attempt"):
         raise Refused(f"server {item.name} was made for batch attempt {item.owner['attempt']}; it is not adoptable")
     current = classify(item, Known.load(finding.connection, [item]))
-    if current is None or Instance.objects.filter(server_id=item.ref).exists():
-        raise Refused(f"server {item.name} already belongs to an instance")
+    if current is None:
+        raise Refused(f"server {item.name} now belongs to an instance of CloudPivot's")
+    if current.category != FindingCategory.ORPHAN:
+        raise Refused(f"server {item.name} is {current.category} now ({current.reason}); only orphans are adopted")
     # 2. state
     raw = item.status
     if item.evidence.get("task_state") or raw not in {**ADOPTABLE_STATUSES, **PAUSED_STATUSES}:

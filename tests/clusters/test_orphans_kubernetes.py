@@ -149,3 +149,24 @@ def test_the_orphans_scan_command_prints_the_report_and_refuses_unknown_clouds(k
     assert lines[1].startswith("k3s-lab orphan job cp-lost-4 cp-lost-4 (open): made for attempt cp-lost-4")
     with pytest.raises(CommandError, match="no cloud connection nowhere"):
         call_command("orphans_scan", "nowhere")
+
+
+def test_a_delete_the_cluster_refuses_marks_the_finding_needs_cleanup_with_the_error(kube, kube_connection, world):
+    kube.put(JOBS, "tasks", job("cp-lost-5", ours("cp-lost-5")))
+    finding = findings(kube_connection)["cp-lost-5"]
+    kube.configure(permissions={("list", "batch", "jobs", ""), ("get", "batch", "jobs", "")})  # no delete
+    client = superuser_client()
+
+    response = client.post(
+        "/admin/resources/orphanfinding/", {"action": "delete_in_cloud", "_selected_action": [finding.pk]}, follow=True
+    )
+
+    assert "deleting job cp-lost-5 failed" in response.content.decode().lower()
+    finding.refresh_from_db()
+    assert finding.state == "needs_cleanup"
+    assert 'cannot delete resource "jobs"' in finding.error
+    assert "cp-lost-5" in kube.jobs()
+    entry = AuditEntry.objects.get(action="resources:orphan-delete")
+    assert entry.outcome == "error" and 'cannot delete resource "jobs"' in entry.details["error"]
+    # Still listed by the next scan, and still needing cleanup.
+    assert findings(kube_connection)["cp-lost-5"].state == "needs_cleanup"

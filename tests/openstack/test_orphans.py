@@ -78,6 +78,8 @@ def cloud(world, openstack_cloud, settings):
         except os_exc.SDKException:
             pass
         conn.compute.delete_server(server_id, ignore_missing=True)
+    for server_id in made["servers"]:  # Nova deletes in the background: the next test must not list them
+        gone(conn, server_id)
 
 
 def active(conn, server_id: str):
