@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
+from keystoneauth1 import exceptions as ks_exc
 
 from cloudpivot.accounts.models import AuditEntry
 from clusters.backends.openstack import installation_tag
@@ -84,7 +85,10 @@ def cloud(world, openstack_cloud, settings):
 
 def active(conn, server_id: str):
     def settled():
-        server = conn.compute.get_server(server_id)
+        try:
+            server = conn.compute.get_server(server_id)
+        except ks_exc.ConnectFailure:  # the shared dev Nova sometimes drops a kept-alive connection: ask again
+            return None
         return server if server.status == "ACTIVE" and not server.task_state else None
 
     return helpers.wait_for(settled, timeout=60, interval=0.3, what=f"server {server_id} ACTIVE")
@@ -96,6 +100,8 @@ def gone(conn, server_id: str) -> None:
             conn.compute.get_server(server_id)
         except os_exc.NotFoundException:
             return True
+        except ks_exc.ConnectFailure:
+            return False
         return False
 
     helpers.wait_for(absent, timeout=60, interval=0.3, what=f"server {server_id} deleted")
