@@ -207,8 +207,19 @@ def test_snapshot_images_are_compared_with_snapshots_and_a_snapshots_source_serv
         status="deleted",
     )
 
+    Snapshot.objects.create(
+        name="vanished-snap",
+        project=cloud.world.alpha,
+        owner=cloud.world.bob,
+        connection=cloud.connection,
+        image_id="00000000-0000-4000-8000-0000000000ee",
+        status="available",
+    )
+
     found = report(cloud)
 
+    assert found["00000000-0000-4000-8000-0000000000ee"].category == "missing"
+    assert found["00000000-0000-4000-8000-0000000000ee"].reason.startswith("snapshot vanished-snap")
     assert found[orphan_image].category == "orphan"
     assert found[orphan_image].kind == "image"
     assert foreign_image not in found
@@ -281,6 +292,8 @@ def test_adopting_an_orphan_server_makes_an_instance_after_checking_tag_state_an
     form = act(client, "adopt_servers", [finding])
     assert "adopt orphan servers" in form and 'name="owner"' in form  # the intermediate page
 
+    invalid = act(client, "adopt_servers", [finding], apply="1", owner="999999", project="nowhere")
+    assert invalid.count("select a valid choice") == 2  # the form again, with both fields at fault
     refused = act(client, "adopt_servers", [finding], apply="1", owner=cloud.world.rita.pk, project="alpha")
     assert "rita is reader in project alpha; owners need submitter" in refused
     assert not Instance.objects.filter(server_id=lost.id).exists()
