@@ -108,3 +108,6 @@ class OperationAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+from resources import orphans_admin  # noqa: E402, F401  (the orphan report, its own module)

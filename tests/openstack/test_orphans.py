@@ -1,0 +1,351 @@
+"""The orphan reconciler against the real OpenStack (Keystone, Glance, Nova with the fake virt driver).
+
+Servers and images are made directly through the SDK, as CloudPivot would have made them before losing
+their rows; the report, the admin's delete and adopt then go through the real SDK and real HTTP.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from types import SimpleNamespace
+
+import openstack.exceptions as os_exc
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+from keystoneauth1 import exceptions as ks_exc
+
+from cloudpivot.accounts.models import AuditEntry
+from clusters.backends.openstack import installation_tag
+from clusters.models import CloudConnection
+from resources.backends.openstack import instance_tag
+from resources.models import Instance, OrphanFinding, Snapshot
+from resources.orphan_scan import orphans_scan
+from tests import helpers
+from tests.openstack.conftest import INSTALLATION
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db]
+CHANGELIST = "/admin/resources/orphanfinding/"
+
+
+@pytest.fixture
+def cloud(world, openstack_cloud, settings):
+    """An `os-dev` connection (project alpha) and makers of servers/images that are all removed at the end."""
+    settings.INSTALLATION_ID = INSTALLATION
+    connection = CloudConnection.objects.create(
+        cloud_id="os-dev",
+        backend="openstack",
+        credentials_ref=openstack_cloud.clouds_yaml,
+        options={"cloud": openstack_cloud.cloud, "flavor": "cp.tiny", "image": "cp-runner-fake", "networks": "none"},
+    )
+    connection.projects.add(world.alpha)
+    conn = openstack_cloud.conn
+    flavor = conn.compute.find_flavor("cp.tiny", ignore_missing=False)
+    image = conn.image.find_image("cp-runner-fake", ignore_missing=False)
+    made: dict[str, list[str]] = {"servers": [], "images": []}
+
+    def server(name: str, tags: list[str], metadata: dict[str, str] | None = None):
+        created = retried(
+            conn.compute.create_server,
+            name=name,
+            flavor_id=flavor.id,
+            image_id=image.id,
+            networks="none",
+            tags=tags,
+            metadata=metadata or {},
+        )
+        made["servers"].append(created.id)
+        return active(conn, created.id)
+
+    def snapshot_image(server_id: str, name: str, installation: str = INSTALLATION) -> str:
+        made_image = conn.compute.create_server_image(
+            server_id, name=name, metadata={"cloudpivot_installation": installation}, wait=False
+        )
+        image_id = made_image if isinstance(made_image, str) else made_image.id
+        made["images"].append(image_id)
+        active(conn, server_id)  # the server's image_snapshot task has cleared
+        return image_id
+
+    def lone_image(name: str, installation: str = INSTALLATION) -> str:
+        created = conn.image.create_image(
+            name=name, disk_format="raw", container_format="bare", meta={"cloudpivot_installation": installation}
+        )
+        made["images"].append(created.id)
+        return created.id
+
+    yield SimpleNamespace(
+        connection=connection, conn=conn, world=world, server=server, snapshot_image=snapshot_image, image=lone_image
+    )
+    for image_id in made["images"]:
+        retried(conn.image.delete_image, image_id, ignore_missing=True)
+    for server_id in made["servers"]:
+        try:
+            retried(conn.compute.unlock_server, server_id)
+        except os_exc.SDKException:
+            pass  # already gone
+        retried(conn.compute.delete_server, server_id, ignore_missing=True)
+    for server_id in made["servers"]:  # Nova deletes in the background: the next test must not list them
+        gone(conn, server_id)
+
+
+def retried(call, *args, **kwargs):
+    """An SDK call of the test's own, asked again when the shared dev Nova drops a kept-alive connection."""
+    for _ in range(4):
+        try:
+            return call(*args, **kwargs)
+        except ks_exc.ConnectFailure:
+            time.sleep(0.5)
+    return call(*args, **kwargs)
+
+
+def active(conn, server_id: str):
+    def settled():
+        try:
+            server = conn.compute.get_server(server_id)
+        except ks_exc.ConnectFailure:  # the shared dev Nova sometimes drops a kept-alive connection: ask again
+            return None
+        return server if server.status == "ACTIVE" and not server.task_state else None
+
+    return helpers.wait_for(settled, timeout=60, interval=0.3, what=f"server {server_id} ACTIVE")
+
+
+def gone(conn, server_id: str) -> None:
+    def absent():
+        try:
+            conn.compute.get_server(server_id)
+        except os_exc.NotFoundException:
+            return True
+        except ks_exc.ConnectFailure:
+            return False
+        return False
+
+    helpers.wait_for(absent, timeout=60, interval=0.3, what=f"server {server_id} deleted")
+
+
+def ours() -> dict[str, str]:
+    return {"cloudpivot_installation": INSTALLATION}
+
+
+def report(cloud) -> dict[str, OrphanFinding]:
+    orphans_scan(connections=[cloud.connection])
+    return {
+        f.ref: f
+        for f in OrphanFinding.objects.filter(connection=cloud.connection).exclude(state__in=["resolved", "adopted"])
+    }
+
+
+def superuser_client() -> Client:
+    root = get_user_model().objects.create_superuser("root", "root@example.org", "pw-root")
+    client = Client()
+    client.force_login(root)
+    return client
+
+
+def act(client: Client, action: str, findings: list[OrphanFinding], **extra) -> str:
+    data = {"action": action, "_selected_action": [f.pk for f in findings], **extra}
+    response = client.post(CHANGELIST, data, follow=True)
+    assert response.status_code == 200
+    return html.unescape(response.content.decode()).lower()
+
+
+def instance_row(cloud, server, *, status: str = "Running", name: str = "known") -> Instance:
+    return Instance.objects.create(
+        name=name,
+        project=cloud.world.alpha,
+        owner=cloud.world.bob,
+        connection=cloud.connection,
+        backend="openstack",
+        flavor="cp.tiny",
+        vcpus=1,
+        memory_mb=64,
+        image="cp-runner-fake",
+        status=status,
+        server_id=server.id if server else "",
+        deleted_at=timezone.now() if status == "Deleted" else None,
+    )
+
+
+# ---------------------------------------------------------------------------- the report
+def test_a_tagged_server_unknown_to_cloudpivot_is_an_orphan_and_untagged_or_foreign_ones_never_appear(cloud):
+    lost = cloud.server("lost-server", [installation_tag()], ours())
+    foreign = cloud.server("foreign-server", ["cloudpivot-test-someoneelse"], {"cloudpivot_installation": "x"})
+    untagged = cloud.server("untagged-server", [])
+    copied_tag = cloud.server("copied-tag", [installation_tag()], {"cloudpivot_installation": "another-one"})
+    known = cloud.server("known-server", [installation_tag()], ours())
+    deleted = cloud.server("deleted-server", [installation_tag()], ours())
+    instance_row(cloud, known)
+    instance_row(cloud, deleted, status="Deleted", name="gone-instance")
+    expecting = instance_row(cloud, None, name="expecting")
+    Instance.objects.filter(pk=expecting.pk).update(server_id="00000000-0000-4000-8000-000000000000")
+
+    found = report(cloud)
+
+    assert lost.id in found
+    assert (found[lost.id].category, found[lost.id].kind, found[lost.id].name) == ("orphan", "server", "lost-server")
+    assert not found[lost.id].protected
+    for other in (foreign, untagged, copied_tag, known):
+        assert other.id not in found
+    assert found[deleted.id].category == "stale"
+    assert "gone-instance" in found[deleted.id].reason
+    missing = found["00000000-0000-4000-8000-000000000000"]
+    assert (missing.category, missing.kind, missing.name) == ("missing", "server", "expecting")
+
+
+def test_snapshot_images_are_compared_with_snapshots_and_a_snapshots_source_server_is_protected(cloud):
+    source = cloud.server("snapshot-source", [installation_tag()], ours())
+    orphan_image = cloud.snapshot_image(source.id, "lost-snapshot")
+    foreign_image = cloud.image("foreign-image", installation="someone-else")
+    stale_image = cloud.image("stale-image")
+    Snapshot.objects.create(
+        name="deleted-snap",
+        project=cloud.world.alpha,
+        owner=cloud.world.bob,
+        connection=cloud.connection,
+        image_id=stale_image,
+        status="deleted",
+    )
+
+    Snapshot.objects.create(
+        name="vanished-snap",
+        project=cloud.world.alpha,
+        owner=cloud.world.bob,
+        connection=cloud.connection,
+        image_id="00000000-0000-4000-8000-0000000000ee",
+        status="available",
+    )
+
+    found = report(cloud)
+
+    assert found["00000000-0000-4000-8000-0000000000ee"].category == "missing"
+    assert found["00000000-0000-4000-8000-0000000000ee"].reason.startswith("snapshot vanished-snap")
+    assert found[orphan_image].category == "orphan"
+    assert found[orphan_image].kind == "image"
+    assert foreign_image not in found
+    assert found[stale_image].category == "stale"
+    assert found[source.id].category == "orphan"
+    assert found[source.id].protected_reason == "the source of image lost-snapshot"
+    summary = orphans_scan(connections=[cloud.connection])
+    assert "(the os-dev cloud has no block-storage (cinder) service: no volumes to compare)" in summary.lower()
+
+
+# ---------------------------------------------------------------------------- delete from the admin
+def test_deleting_an_orphan_server_from_the_admin_removes_it_from_the_cloud_and_is_audited(cloud):
+    lost = cloud.server("lost-to-delete", [installation_tag()], ours())
+    finding = report(cloud)[lost.id]
+    client = superuser_client()
+
+    text = act(client, "delete_in_cloud", [finding])
+
+    assert "asked the os-dev cloud to delete server lost-to-delete" in text
+    gone(cloud.conn, lost.id)
+    entry = AuditEntry.objects.get(action="resources:orphan-delete")
+    assert (entry.outcome, entry.actor_name, entry.via) == ("ok", "root", "admin")
+    assert entry.object_ref == f"os-dev/server/{lost.id}"
+    assert AuditEntry.objects.filter(via="admin", details__admin_action="delete_in_cloud").exists()  # the request
+    assert lost.id not in report(cloud)
+    assert OrphanFinding.objects.get(pk=finding.pk).state == "resolved"
+
+
+def test_protected_servers_are_listed_and_never_deleted(cloud):
+    tagged = cloud.server("protected-by-tag", [installation_tag(), "cloudpivot-protected"], ours())
+    locked = cloud.server("locked-in-nova", [installation_tag()], ours())
+    retried(cloud.conn.compute.lock_server, locked.id)
+    found = report(cloud)
+    assert found[tagged.id].protected_reason == "tagged cloudpivot-protected"
+    assert found[locked.id].protected_reason == "locked in Nova"
+    client = superuser_client()
+
+    text = act(client, "delete_in_cloud", [found[tagged.id], found[locked.id]])
+
+    assert "server protected-by-tag is protected: tagged cloudpivot-protected" in text
+    assert "server locked-in-nova is protected: locked in nova" in text
+    for server in (tagged, locked):
+        assert cloud.conn.compute.get_server(server.id).status == "ACTIVE"
+    outcomes = set(AuditEntry.objects.filter(action="resources:orphan-delete").values_list("outcome", flat=True))
+    assert outcomes == {"refused"}
+
+
+def test_a_delete_rechecks_the_tag_and_protection_in_the_cloud_at_action_time(cloud):
+    untagged_later = cloud.server("untagged-later", [installation_tag()], ours())
+    protected_later = cloud.server("protected-later", [installation_tag()], ours())
+    found = report(cloud)
+    retried(cloud.conn.compute.remove_tag_from_server, untagged_later, installation_tag())
+    retried(cloud.conn.compute.add_tag_to_server, protected_later, "cloudpivot-protected")
+    client = superuser_client()
+
+    text = act(client, "delete_in_cloud", [found[untagged_later.id], found[protected_later.id]])
+
+    assert "server untagged-later does not carry this installation's tag: left alone" in text
+    assert "server protected-later is protected" in text
+    assert cloud.conn.compute.get_server(untagged_later.id).status == "ACTIVE"
+    assert cloud.conn.compute.get_server(protected_later.id).status == "ACTIVE"
+
+
+# ---------------------------------------------------------------------------- adopt from the admin
+def test_adopting_an_orphan_server_makes_an_instance_after_checking_tag_state_and_owner(cloud):
+    lost = cloud.server("adopt-me", [installation_tag()], ours())
+    finding = report(cloud)[lost.id]
+    client = superuser_client()
+
+    form = act(client, "adopt_servers", [finding])
+    assert "adopt orphan servers" in form and 'name="owner"' in form  # the intermediate page
+
+    invalid = act(client, "adopt_servers", [finding], apply="1", owner="999999", project="nowhere")
+    assert invalid.count("select a valid choice") == 2  # the form again, with both fields at fault
+    refused = act(client, "adopt_servers", [finding], apply="1", owner=cloud.world.rita.pk, project="alpha")
+    assert "rita is reader in project alpha; owners need submitter" in refused
+    assert not Instance.objects.filter(server_id=lost.id).exists()
+    refused = act(client, "adopt_servers", [finding], apply="1", owner=cloud.world.charlie.pk, project="beta")
+    assert "project beta may not use the os-dev cloud" in refused
+
+    text = act(client, "adopt_servers", [finding], apply="1", owner=cloud.world.bob.pk, project="alpha", name="mine")
+
+    assert f"adopted server {lost.id} as instance mine" in text
+    instance = Instance.objects.get(server_id=lost.id)
+    assert (instance.owner, instance.project, instance.connection) == (
+        cloud.world.bob,
+        cloud.world.alpha,
+        cloud.connection,
+    )
+    assert (instance.status, instance.flavor, instance.vcpus, instance.memory_mb) == ("Running", "cp.tiny", 1, 64)
+    server = cloud.conn.compute.get_server(lost.id)
+    assert server.metadata["cloudpivot_instance"] == str(instance.pk)
+    assert instance_tag(str(instance.pk)) in server.tags
+    assert OrphanFinding.objects.get(pk=finding.pk).state == "adopted"
+    entry = AuditEntry.objects.get(action="resources:orphan-adopt", outcome="ok")
+    assert entry.details["instance"] == str(instance.pk) and entry.details["owner"] == "bob"
+    assert lost.id not in report(cloud)  # known now
+
+
+def test_a_server_made_for_a_batch_attempt_or_in_a_failed_state_is_not_adopted(cloud):
+    attempt_server = cloud.server("cp-lostattempt-1", [installation_tag()], {**ours(), "cloudpivot_attempt": "cp-x-1"})
+    broken = cloud.server("broken-server", [installation_tag()], ours())
+    found = report(cloud)
+    assert "cp-x-1, which cloudpivot has no record of" in found[attempt_server.id].reason.lower()
+    retried(cloud.conn.compute.reset_server_state, broken.id, "error")  # what Nova shows after a failed build or action
+    client = superuser_client()
+
+    adopt = {"apply": "1", "owner": cloud.world.bob.pk, "project": "alpha"}
+    text = act(client, "adopt_servers", [found[attempt_server.id]], **adopt)
+    assert "server cp-lostattempt-1 was made for batch attempt cp-x-1; it is not adoptable" in text
+    text = act(client, "adopt_servers", [found[broken.id]], **adopt)
+    assert "server broken-server is error; adopt it once it is active or shutoff with no task in flight" in text
+    assert not Instance.objects.filter(server_id__in=[attempt_server.id, broken.id]).exists()
+    assert set(AuditEntry.objects.filter(action="resources:orphan-adopt").values_list("outcome", flat=True)) == {
+        "refused"
+    }
+
+
+def test_the_admin_report_page_lists_findings_and_scans_on_request(cloud):
+    lost = cloud.server("listed-server", [installation_tag()], ours())
+    client = superuser_client()
+
+    response = client.post(CHANGELIST + "scan/", follow=True)
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "os-dev: " in text.lower() and "listed-server" in text and "Scan the clouds now" in text
+    assert OrphanFinding.objects.get(ref=lost.id).category == "orphan"
+    assert client.get(CHANGELIST + "scan/").status_code == 405  # scanning is a POST
