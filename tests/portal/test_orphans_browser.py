@@ -1,4 +1,4 @@
-"""The orphan report in the admin, in headless Chromium against a real Daphne (portal_daphne).
+"""The orphan report in the admin, in headless Chromium against the shared real Daphne (`live`).
 
 The cloud is the kmock Kubernetes API server on loopback; the Daphne process lists and deletes there
 through the real `kubernetes` client when the admin clicks.
@@ -6,48 +6,30 @@ through the real `kubernetes` client when the admin clicks.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import AuditEntry
 from resources.models import OrphanFinding
 from tests.clusters import conftest as cluster_fixtures
 from tests.clusters.kube_fixture import JOBS
 from tests.clusters.test_orphans_kubernetes import job, ours
-
-playwright_api = pytest.importorskip("playwright.sync_api")
-expect = playwright_api.expect
+from tests.portal.test_browser import browser  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 # The kmock cluster and its connection (tests/clusters/conftest.py), for this module too.
 kube, kube_connection, token_file = cluster_fixtures.kube, cluster_fixtures.kube_connection, cluster_fixtures.token_file
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    with pytest.MonkeyPatch.context() as patch, playwright_api.sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # the ORM beside Playwright's idle loop (see test_browser)
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def test_an_admin_scans_sees_the_orphan_job_and_deletes_it_from_the_report(
-    browser, portal_daphne, kube, kube_connection, world
-):
+def test_an_admin_scans_sees_the_orphan_job_and_deletes_it_from_the_report(browser, live, kube, kube_connection, world):  # noqa: F811
     get_user_model().objects.create_superuser("root", "root@example.org", "pw-root-orphans")
     kube.put(JOBS, "tasks", job("cp-lost-b", ours("cp-lost-b")))
     kube.put(JOBS, "tasks", job("cp-kept-b", ours("cp-kept-b", **{"cloudpivot.io/protected": "true"})))
     kube.put(JOBS, "tasks", job("not-ours-b", {"app": "handmade"}))
     page = browser.new_page()
     try:
-        page.goto(f"{portal_daphne.url}/admin/login/?next=/admin/resources/orphanfinding/")
+        page.goto(f"{live.url}/admin/login/?next=/admin/resources/orphanfinding/")
         page.fill("input[name=username]", "root")
         page.fill("input[name=password]", "pw-root-orphans")
         page.click("input[type=submit]")
