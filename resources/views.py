@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from cloudpivot.accounts.models import Role
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import ApplicationError, NotFound, PermissionDenied
+from clusters.metrics.series import instance_charts
 from resources import selectors, services
 from resources.choices import OPEN_OPERATION_STATES, InstanceStatus, SnapshotStatus
 from resources.models import Instance
@@ -93,7 +94,8 @@ def _detail_context(request: HttpRequest, instance: Instance) -> dict[str, Any]:
 @require_GET
 def instance_detail(request: HttpRequest, instance_id: Any) -> HttpResponse:
     instance = _instance_or_404(request, instance_id)
-    return render(request, "resources/instance_detail.html", _detail_context(request, instance))
+    charts = instance_charts(connection=instance.connection, server_id=instance.server_id)
+    return render(request, "resources/instance_detail.html", _detail_context(request, instance) | {"charts": charts})
 
 
 @login_required

@@ -76,7 +76,7 @@ CONNECTION_CHARTS = [
     ("queue_length", "Waiting tasks", "tasks", 1.0),
     ("queue_wait_avg_seconds", "Queue wait", "s", 1.0),
 ]
-# Per node: the first metric the cloud provides of each pair (load stands in for CPU use on `local`).
+# Per node or instance: the first metric the cloud provides of each pair (load stands in for CPU use on `local`).
 NODE_CHARTS = [
     ((("cpu_used_cores", "cores"), ("load_1m", "load, 1 min")), "CPU in use", 1.0),
     ((("memory_used_bytes", "GiB"),), "Memory in use", 2.0**30),
@@ -95,17 +95,32 @@ def cloud_charts(*, connection: CloudConnection, hours: float = 24) -> list[Char
         if points:
             charts.append(Chart(title, unit, points, scale))
     for node in subjects_sampled(connection=connection, subject_kind=SubjectKind.NODE, since=since)[:MAX_NODE_CHARTS]:
-        for metrics, title, scale in NODE_CHARTS:
-            for metric, unit in metrics:
-                got = series_get(
-                    connection=connection,
-                    metric=metric,
-                    subject_kind=SubjectKind.NODE,
-                    subject_key=node,
-                    since=since,
-                    resolution=resolution,
-                )
-                if got.points:
-                    charts.append(Chart(f"{title} on {node}", unit, got.points, scale))
-                    break
+        charts += _subject_charts(connection, SubjectKind.NODE, node, since, resolution, suffix=f" on {node}")
+    return charts
+
+
+def instance_charts(*, connection: CloudConnection, server_id: str, hours: float = 24) -> list[Chart]:
+    """An instance page's CPU and memory charts (the cloud's figures for its server) over the last `hours`."""
+    if not server_id:
+        return []
+    now = timezone.now()
+    since = now - dt.timedelta(hours=hours)
+    return _subject_charts(connection, SubjectKind.INSTANCE, server_id, since, resolution_for(since, now))
+
+
+def _subject_charts(connection, kind: str, key: str, since, resolution, suffix: str = "") -> list[Chart]:
+    charts = []
+    for metrics, title, scale in NODE_CHARTS:
+        for metric, unit in metrics:
+            got = series_get(
+                connection=connection,
+                metric=metric,
+                subject_kind=kind,
+                subject_key=key,
+                since=since,
+                resolution=resolution,
+            )
+            if got.points:
+                charts.append(Chart(f"{title}{suffix}", unit, got.points, scale))
+                break
     return charts

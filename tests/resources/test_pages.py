@@ -3,9 +3,14 @@ action form calling the same service as the API (the job is only queued here).""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from clusters.models import MetricSample
 from resources.models import Instance, Operation
 from resources.services import instance_create
 
@@ -54,3 +59,33 @@ def test_the_buttons_follow_the_state_table_and_an_action_posts_an_operation(os_
     response = bob.post(f"/instances/{running.pk}/act/", {"action": "pause"}, follow=True)
     assert "operation in flight" in response.content.decode()
     assert page_client(os_world.world.rita).post(f"/instances/{running.pk}/act/", {"action": "stop"}).status_code == 403
+
+
+def test_the_detail_page_charts_the_servers_sampled_cpu_and_memory(os_world, running):
+    """Rendering only: the samples are written here; sampling real Nova diagnostics is
+    tests/openstack/test_metrics_openstack.py's job."""
+    bob = page_client(os_world.world.bob)
+    assert "No samples yet" in bob.get(f"/instances/{running.pk}/").content.decode()
+    now = timezone.now()
+    for minutes_ago, cores, memory in ((10, 0.5, 2**29), (5, 0.75, 2**30), (0, 0.25, 2**29)):
+        for metric, value in (("cpu_used_cores", cores), ("memory_used_bytes", memory)):
+            MetricSample.objects.create(
+                connection=running.connection,
+                subject_kind="instance",
+                subject_key=running.server_id,
+                metric=metric,
+                value=value,
+                timestamp=now - dt.timedelta(minutes=minutes_ago),
+            )
+    MetricSample.objects.create(  # another server's figures stay on its own page
+        connection=running.connection,
+        subject_kind="instance",
+        subject_key="someone-elses-server",
+        metric="cpu_used_cores",
+        value=9,
+        timestamp=now,
+    )
+    page = bob.get(f"/instances/{running.pk}/").content.decode()
+    charts = dict(re.findall(r'data-metric-chart="([^"]+)" data-points="(\d+)"', page))
+    assert charts == {"CPU in use": "3", "Memory in use": "3"}
+    assert "No samples yet" not in page
