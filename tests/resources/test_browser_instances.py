@@ -43,7 +43,12 @@ def operations_worker(os_instances):
     assert not errors, errors
 
 
-def test_bob_stops_and_starts_his_instance_from_its_page(os_instances, open_page, operations_worker):  # noqa: F811
+def test_bob_drives_his_instance_through_every_action_from_its_page(
+    os_instances,
+    open_page,  # noqa: F811
+    operations_worker,
+    snapshot_filler,
+):
     world = os_instances.world
     data = {"name": "web-vm", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
     created, _ = instance_create(user=world.bob, data=data)
@@ -76,3 +81,27 @@ def test_bob_stops_and_starts_his_instance_from_its_page(os_instances, open_page
     reader.goto(f"/instances/{instance_id}/")
     expect(reader.locator("#instance-status")).to_have_text("Running")
     expect(reader.locator("#instance-actions")).to_have_count(0)
+
+    def act(label: str, action: str, then: str, *, button=None) -> None:
+        """Click, then see the status the post-condition gives and the operation succeeded, on the page."""
+        done_before = page.locator(f'#instance-operations [data-action="{action}"][data-state="succeeded"]').count()
+        (button or page.get_by_role("button", name=label, exact=True)).click()
+        expect(status).to_have_text(then, timeout=60_000)
+        expect(page.locator(f'#instance-operations [data-action="{action}"][data-state="succeeded"]')).to_have_count(
+            done_before + 1, timeout=60_000
+        )
+
+    act("Reboot", "reboot", "Running")
+    act("Hard reboot", "reboot", "Running")
+    act("Pause", "pause", "Paused")
+    act("Unpause", "unpause", "Running")
+    act("Suspend", "suspend", "Suspended")
+    act("Resume", "resume", "Running")
+    act("Snapshot", "snapshot", "Running")
+    snapshot_row = page.locator("#instance-snapshots tbody tr")
+    expect(snapshot_row).to_have_count(1)
+    expect(snapshot_row.locator("td").nth(1)).to_have_text("available", timeout=60_000)
+    act("Restore", "restore", "Running", button=snapshot_row.get_by_role("button", name="Restore"))
+    act("Delete (keep volumes)", "delete", "Deleted")  # the confirm dialog is accepted (open_page)
+    server_id = Operation.objects.get(pk=created.pk).result["server_id"]
+    assert os_instances.conn.compute.find_server(server_id, ignore_missing=True) is None  # gone from Nova
