@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from django.contrib.auth import get_user_model
 from django_q.conf import Conf
+from playwright.sync_api import sync_playwright
 from rest_framework.test import APIClient
 
 from cloudpivot.accounts.models import Membership, Project, Role
@@ -114,3 +115,18 @@ def _kill_leftover_runners(root: Path) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
     time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------- a browser
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium driven by Playwright; one per test module."""
+    if not Path(helpers.CHROMIUM).exists():
+        pytest.fail(f"{helpers.CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
+    # Playwright's sync API keeps an asyncio loop in this thread; Django's ORM refuses to run beside
+    # a running loop unless told that it is safe, which it is: nothing else runs on that loop.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=helpers.CHROMIUM, args=helpers.CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -190,3 +190,17 @@ def api_call(base_url: str, method: str, path: str, token: str, body: dict | Non
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
+
+
+# Debian's Chromium, headless, with no reach beyond loopback (the machines have no other network).
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]

@@ -9,29 +9,14 @@ and checks the ID token.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import AuditEntry, Membership, Project, Role
-from tests.portal.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-playwright_api = pytest.importorskip("playwright.sync_api")
-expect = playwright_api.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    with pytest.MonkeyPatch.context() as patch, playwright_api.sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

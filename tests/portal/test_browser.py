@@ -19,6 +19,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 from django_q.conf import Conf
+from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import Quota
 from tasks.models import Task
@@ -26,38 +27,11 @@ from tasks.services import reconcile_pass
 from tests import helpers
 from tests.portal.conftest import submit
 
-playwright_api = pytest.importorskip("playwright.sync_api")
-expect = playwright_api.expect
-
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = os.environ.get("CLOUDPIVOT_SCREENSHOT_DIR", str(helpers.BASE_DIR / "docs" / "screenshots"))
 LAPTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    # Playwright's sync API keeps an asyncio loop in this thread; Django's ORM refuses to run beside
-    # a running loop unless told that it is safe, which it is: nothing else runs on that loop.
-    with pytest.MonkeyPatch.context() as patch, playwright_api.sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -15,14 +15,13 @@ from resources.models import OrphanFinding
 from tests.clusters import conftest as cluster_fixtures
 from tests.clusters.kube_fixture import JOBS
 from tests.clusters.test_orphans_kubernetes import job, ours
-from tests.portal.test_browser import browser  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 # The kmock cluster and its connection (tests/clusters/conftest.py), for this module too.
 kube, kube_connection, token_file = cluster_fixtures.kube, cluster_fixtures.kube_connection, cluster_fixtures.token_file
 
 
-def test_an_admin_scans_sees_the_orphan_job_and_deletes_it_from_the_report(browser, live, kube, kube_connection, world):  # noqa: F811
+def test_an_admin_scans_sees_the_orphan_job_and_deletes_it_from_the_report(browser, live, kube, kube_connection, world):
     get_user_model().objects.create_superuser("root", "root@example.org", "pw-root-orphans")
     kube.put(JOBS, "tasks", job("cp-lost-b", ours("cp-lost-b")))
     kube.put(JOBS, "tasks", job("cp-kept-b", ours("cp-kept-b", **{"cloudpivot.io/protected": "true"})))

@@ -14,7 +14,7 @@ from django.db import connection
 
 from resources.models import Operation
 from resources.services import instance_create, operation_run
-from tests.portal.test_browser import browser, expect, open_page, screenshot  # noqa: F401
+from tests.portal.test_browser import expect, open_page, screenshot  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
