@@ -19,6 +19,7 @@ from django.utils import timezone
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
 from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, SnapshotStatus
+from resources.cloud_quota import quota_message
 from resources.models import Instance, Operation, Snapshot
 
 S = InstanceStatus
@@ -56,7 +57,7 @@ def operation_run(*, operation_id: str) -> str:
         return f"failed: {exc.message}"
     except BackendError as exc:
         kind = "quota_exceeded" if exc.kind == "quota" else exc.kind
-        message = f"quota exceeded: the cloud refused: {exc.message}" if exc.kind == "quota" else exc.message
+        message = quota_message(exc.message) if exc.kind == "quota" else exc.message
         runner.finish(OperationState.FAILED, kind=kind, message=message)
         return f"failed: {message}"
     except Exception as exc:  # anything else: the Operation must still end, or it holds the instance for ever
