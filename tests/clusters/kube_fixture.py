@@ -1001,43 +1001,27 @@ class KubeCluster:
 
     def snapshot_progress(self, snapshot: str, namespace: str = "tasks") -> None:
         """The snapshot controller starts: phase InProgress, the VM's snapshotInProgress set."""
-        snap = self.objects(VM_SNAPSHOTS, namespace)[snapshot]
-        vm = snap["spec"]["source"]["name"]
-
-        async def apply() -> None:
-            await self.api.system(
-                "PATCH",
-                f"/apis/snapshot.kubevirt.io/v1beta1/namespaces/{namespace}/virtualmachinesnapshots/{snapshot}/status",
-                {"status": {"phase": "InProgress", "readyToUse": False}},
-            )
-            await self.api.system(
-                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"snapshotInProgress": snapshot}}
-            )
-
-        self.call(apply)
+        vm = self.objects(VM_SNAPSHOTS, namespace)[snapshot]["spec"]["source"]["name"]
+        self._patch(
+            (
+                _snapshot_api_path("virtualmachinesnapshots", snapshot, namespace),
+                {"phase": "InProgress", "readyToUse": False},
+            ),
+            (self._vm_path(vm, namespace) + "/status", {"snapshotInProgress": snapshot}),
+        )
 
     def snapshot_ready(self, snapshot: str, namespace: str = "tasks") -> None:
         snap = self.objects(VM_SNAPSHOTS, namespace)[snapshot]
-        vm = snap["spec"]["source"]["name"]
-
-        async def apply() -> None:
-            await self.api.system(
-                "PATCH",
-                f"/apis/snapshot.kubevirt.io/v1beta1/namespaces/{namespace}/virtualmachinesnapshots/{snapshot}/status",
-                {
-                    "status": {
-                        "phase": "Succeeded",
-                        "readyToUse": True,
-                        "creationTime": now_text(),
-                        "virtualMachineSnapshotContentName": f"vmsnapshot-content-{snap['metadata']['uid']}",
-                    }
-                },
-            )
-            await self.api.system(
-                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"snapshotInProgress": None}}
-            )
-
-        self.call(apply)
+        ready = {
+            "phase": "Succeeded",
+            "readyToUse": True,
+            "creationTime": now_text(),
+            "virtualMachineSnapshotContentName": f"vmsnapshot-content-{snap['metadata']['uid']}",
+        }
+        self._patch(
+            (_snapshot_api_path("virtualmachinesnapshots", snapshot, namespace), ready),
+            (self._vm_path(snap["spec"]["source"]["name"], namespace) + "/status", {"snapshotInProgress": None}),
+        )
 
     def restore_progress(self, restore: str, namespace: str = "tasks") -> None:
         """The restore controller starts: the VM's restoreInProgress and lastRestoreUID annotation set."""
@@ -1051,25 +1035,26 @@ class KubeCluster:
                 self._vm_path(vm, namespace),
                 {"metadata": {"annotations": {"restore.kubevirt.io/lastRestoreUID": annotation}}},
             )
-            await self.api.system(
-                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"restoreInProgress": restore}}
-            )
 
         self.call(apply)
+        self._patch((self._vm_path(vm, namespace) + "/status", {"restoreInProgress": restore}))
 
     def restore_done(self, restore: str, namespace: str = "tasks") -> None:
-        obj = self.objects(VM_RESTORES, namespace)[restore]
-        vm = obj["spec"]["target"]["name"]
+        vm = self.objects(VM_RESTORES, namespace)[restore]["spec"]["target"]["name"]
+        self._patch(
+            (
+                _snapshot_api_path("virtualmachinerestores", restore, namespace),
+                {"complete": True, "restoreTime": now_text()},
+            ),
+            (self._vm_path(vm, namespace) + "/status", {"restoreInProgress": None}),
+        )
+
+    def _patch(self, *statuses: tuple[str, dict[str, Any]]) -> None:
+        """PATCH each (status path, status) in order, as the KubeVirt controllers would."""
 
         async def apply() -> None:
-            await self.api.system(
-                "PATCH",
-                f"/apis/snapshot.kubevirt.io/v1beta1/namespaces/{namespace}/virtualmachinerestores/{restore}/status",
-                {"status": {"complete": True, "restoreTime": now_text()}},
-            )
-            await self.api.system(
-                "PATCH", self._vm_path(vm, namespace) + "/status", {"status": {"restoreInProgress": None}}
-            )
+            for path, status in statuses:
+                await self.api.system("PATCH", path, {"status": status})
 
         self.call(apply)
 
@@ -1129,3 +1114,7 @@ def _container(
 def _collection_path(resource: kmock.resource, namespace: str | None) -> str:
     base = f"/api/{resource.version}" if not resource.group else f"/apis/{resource.group}/{resource.version}"
     return f"{base}/namespaces/{namespace}/{resource.plural}" if namespace else f"{base}/{resource.plural}"
+
+
+def _snapshot_api_path(plural: str, name: str, namespace: str) -> str:
+    return f"/apis/snapshot.kubevirt.io/v1beta1/namespaces/{namespace}/{plural}/{name}/status"
