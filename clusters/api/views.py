@@ -43,10 +43,7 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
         query = SeriesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
-        if q["subject_kind"] == SubjectKind.PROJECT and not (
-            projects_visible_to(user=request.user).filter(slug=q["subject_key"]).exists()
-        ):
-            raise NotFound(f"project {q['subject_key']} not found")  # the same answer for foreign ones
+        _check_subject_visible(request.user, connection, q["subject_kind"], q.get("subject_key"))
         found = series_get(
             connection=connection,
             metric=q["metric"],
@@ -73,3 +70,16 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def capabilities(self, request, cloud_id=None):
         return Response(inventory.cloud_capabilities(connection=self.get_object()))
+
+
+def _check_subject_visible(user, connection: CloudConnection, kind: str, key: str | None) -> None:
+    """A project's or an instance's figures are for those who see it (nodes and the cloud's own: its users).
+
+    Foreign and missing subjects get the same 404."""
+    if kind == SubjectKind.PROJECT and not projects_visible_to(user=user).filter(slug=key).exists():
+        raise NotFound(f"project {key} not found")
+    if kind == SubjectKind.INSTANCE:
+        from resources.selectors import instances_visible_to  # resources builds on clusters, not the reverse
+
+        if not instances_visible_to(user=user).filter(connection=connection, server_id=key).exists():
+            raise NotFound(f"instance {key} not found")

@@ -73,6 +73,32 @@ def test_sampled_quota_use_is_for_the_projects_members(api, world):
     assert foreign.status_code == 404 and foreign.json()["code"] == "not_found"
 
 
+def test_an_instances_figures_are_for_those_who_see_the_instance(api, world):
+    from resources.models import Instance
+
+    Instance.objects.create(
+        name="vm",
+        project=world.beta,
+        owner=world.charlie,
+        connection=world.local,
+        backend="openstack",
+        flavor="tiny",
+        vcpus=1,
+        memory_mb=512,
+        image="img",
+        server_id="srv-1",
+    )
+    put(world, "cpu_used_cores", [0.5, 0.25], kind="instance", key="srv-1")
+    query = {"metric": "cpu_used_cores", "subject_kind": "instance", "subject_key": "srv-1"}
+    mine = api("charlie").get("/api/v1/clouds/local/metrics", query)
+    assert mine.status_code == 200 and [p["v"] for p in mine.json()["points"]] == [0.5, 0.25]
+    for name in ("bob", "alice"):  # alpha's members see the cloud, not beta's instance
+        foreign = api(name).get("/api/v1/clouds/local/metrics", query)
+        assert foreign.status_code == 404 and foreign.json()["code"] == "not_found", name
+    missing = api("charlie").get("/api/v1/clouds/local/metrics", query | {"subject_key": "srv-2"})
+    assert missing.status_code == 404
+
+
 def test_bad_queries_name_the_field(api, world):
     cases = [
         ({"metric": "Queue Length!"}, "metric"),
