@@ -111,6 +111,13 @@ def _on_login(sender, request, user, sociallogin=None, **kwargs) -> None:
     provider = getattr(sociallogin, "provider", None) or sociallogin.account.get_provider(request)
     if provider.id not in GROUP_PROVIDERS:
         return
+    if sociallogin.account.provider not in settings.CLOUDPIVOT_OIDC_GROUP_PROVIDERS:
+        logger.info(
+            "group claims of OpenID Connect provider %r are not trusted (CLOUDPIVOT_OIDC_GROUP_PROVIDERS); "
+            "memberships left as they are",
+            sociallogin.account.provider,
+        )
+        return
     claim = settings.CLOUDPIVOT_OIDC_GROUPS_CLAIM
     data = sociallogin.account.extra_data or {}
     # allauth keeps {"userinfo": ..., "id_token": ...}; a group claim in either counts.

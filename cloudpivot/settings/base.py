@@ -230,6 +230,12 @@ SOCIALACCOUNT_STORE_TOKENS = False
 # JSON {"<group>": {"<project slug>": "reader"|"submitter"|"admin"}, ...}. Empty: memberships are left alone.
 CLOUDPIVOT_OIDC_GROUP_MAP = env.str("CLOUDPIVOT_OIDC_GROUP_MAP", default="")
 CLOUDPIVOT_OIDC_GROUPS_CLAIM = env.str("CLOUDPIVOT_OIDC_GROUPS_CLAIM", default="groups")
+# Whose group claims count: the OpenID Connect apps (their provider ids) trusted to say who is in which group.
+# Default: the provider configured from the environment. An issuer that lets users make their own groups
+# (a public GitLab, say) must not be listed, or its users could name themselves into a mapped group.
+CLOUDPIVOT_OIDC_GROUP_PROVIDERS = env.list(
+    "CLOUDPIVOT_OIDC_GROUP_PROVIDERS", default=[env.str("CLOUDPIVOT_OIDC_ID", default="") or "oidc"]
+)
 
 # ---------------------------------------------------------------- CloudPivot
 # Where the local backend keeps one state directory per attempt (Runner outbox, program output).

@@ -168,6 +168,7 @@ def _login_signal(user, provider_kind: str, extra_data: dict, rf) -> None:
 
 @pytest.fixture
 def two_providers(settings):
+    settings.CLOUDPIVOT_OIDC_GROUP_PROVIDERS = ["keycloak"]
     settings.SOCIALACCOUNT_PROVIDERS = {
         "openid_connect": {
             "APPS": [
@@ -190,6 +191,14 @@ def test_an_oidc_login_syncs_from_userinfo_and_id_token_groups(olga, two_provide
     assert _roles(olga) == {"alpha": "submitter", "beta": "reader"}
     entry = AuditEntry.objects.filter(actor=olga).first()
     assert entry.details["source"] == "oidc:keycloak" and entry.path == "/accounts/x/login/callback/"
+
+
+def test_an_oidc_provider_not_trusted_for_groups_leaves_memberships_alone(olga, world, two_providers, rf, settings):
+    settings.CLOUDPIVOT_OIDC_GROUP_PROVIDERS = ["oidc"]  # keycloak's claims are not trusted
+    Membership.objects.create(project=world.alpha, user=olga, role=Role.READER)
+    _login_signal(olga, "openid_connect", {"userinfo": {"sub": "1", "groups": ["staff"]}}, rf)
+    assert _roles(olga) == {"alpha": "reader"}
+    assert not AuditEntry.objects.filter(actor=olga).exists()
 
 
 def test_a_github_login_leaves_memberships_alone(olga, world, two_providers, rf):
