@@ -150,6 +150,8 @@ class TaskEvent(models.Model):
     class Meta:
         ordering = ["task_id", "seq"]
         constraints = [models.UniqueConstraint(fields=["task", "seq"], name="%(app_label)s_%(class)s_unique_seq")]
+        # The per-minute metrics pass reads the last minute's state events (clusters/metrics/figures.py).
+        indexes = [models.Index(fields=["type", "created_at"], name="tasks_event_type_time")]
 
     def __str__(self) -> str:
         return f"{self.task_id}#{self.seq} {self.type}"
