@@ -77,6 +77,9 @@ _connections: dict[tuple, openstack.connection.Connection] = {}
 _connections_lock = threading.Lock()
 
 
+CONSOLE_TIMEOUT_SECONDS = 10
+
+
 def installation_tag() -> str:
     """The Nova tag on every server of this installation (tags: at most 60 characters, no ',' or '/')."""
     return re.sub(r"[,/]", "_", f"cloudpivot-{settings.INSTALLATION_ID}")[:60]
@@ -356,13 +359,27 @@ class OpenStackBackend:
         return (self.options["callback_url"] or settings.RUNNER_SERVER_URL).rstrip("/")
 
     def console_tail(self, ref: str, lines: int = 40) -> str:
-        """The last lines of the server's console log (what a VM whose Runner never called printed)."""
+        """The last lines of the server's console log (what a VM whose Runner never called printed).
+
+        Only evidence for a failure message, so it gets a short timeout of its own: Nova answers it
+        by a call to the compute host, and a slow one must not hold up a reconcile pass.
+        """
         conn = self._conn()
+
+        def read() -> dict[str, Any]:
+            response = conn.compute.post(
+                f"/servers/{ref}/action",
+                json={"os-getConsoleOutput": {"length": lines}},
+                timeout=CONSOLE_TIMEOUT_SECONDS,
+            )
+            os_exc.raise_from_response(response)
+            return response.json()
+
         try:
-            output = self._call("reading the console log", conn.compute.get_server_console_output, ref, length=lines)
+            output = self._call("reading the console log", read)
         except BackendError as exc:
             return f"(no console log: {exc.message})"
-        return (output or {}).get("output", "") if isinstance(output, dict) else str(output)
+        return str((output or {}).get("output") or "")
 
     def runner_never_reported(self, attempt: AttemptRef, observation: Observation, *, runner_contact_at: Any):
         """See the module function: for a reconcile loop that ends such a task FAILED at once."""

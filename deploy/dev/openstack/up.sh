@@ -39,6 +39,26 @@ if [ ! -e "$S/.configured" ]; then
   lap configured
 fi
 
+# Two settings the uWSGI services need, applied to states configured before them too (a service that
+# runs without them is restarted below):
+# - uWSGI's http-socket closes the connection after each answer but does not say so; a client that
+#   reuses it gets "Connection reset by peer" under load. `Connection: close` tells clients not to.
+# - nova-api's AMQP heartbeat must run in a native thread (oslo.messaging's advice for WSGI services),
+#   or RabbitMQ drops an idle worker's connection and the RPC replies sent to it are lost: console logs
+#   and diagnostics then fail after 60 s (MessagingTimeout), about every other call.
+for svc in keystone placement nova-api; do
+  if ! grep -qx "add-header = Connection: close" $S/etc/uwsgi/$svc.ini; then
+    echo "add-header = Connection: close" >> $S/etc/uwsgi/$svc.ini
+    if pid_alive $svc; then stop_pid $svc; fi
+  fi
+done
+if ! grep -q "nova-api-rpc.conf" $S/etc/uwsgi/nova-api.ini; then
+  printf '[oslo_messaging_rabbit]\nheartbeat_in_pthread = true\n' > $S/etc/nova/nova-api-rpc.conf
+  sed -i 's|^env = OS_NOVA_CONFIG_FILES=.*|env = OS_NOVA_CONFIG_FILES=api-paste.ini;nova.conf;nova-db.conf;nova-api-rpc.conf|' \
+    $S/etc/uwsgi/nova-api.ini
+  if pid_alive nova-api; then stop_pid nova-api; fi
+fi
+
 pg_running || runuser -u postgres -- $PGBIN/pg_ctl -D $S/pg/data -l $S/pg/postgresql.log -w start >/dev/null
 rabbitmqctl -q list_vhosts | grep -qx "$CP_OS_RABBIT_VHOST" || {
   rabbitmqctl -q add_vhost "$CP_OS_RABBIT_VHOST"
