@@ -156,8 +156,9 @@ def instance_create(
         connection = snapshot.connection
         if data.get("project") and data["project"] != snapshot.project.slug:
             raise _foreign_project(snapshot, data["project"])
-        project = snapshot.project
-        check_can_act(user=user, project=project)
+        check_can_act(user=user, project=snapshot.project)
+        # the same grant check as any create: a project that lost the connection restores nothing onto it
+        project = _project_for(user=user, connection=connection, slug=snapshot.project.slug)
     else:
         connection = _connection_for(user=user, cloud_id=data["cloud"])
         project = _project_for(user=user, connection=connection, slug=data.get("project"))
@@ -174,9 +175,11 @@ def instance_create(
             lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
         )
     _check_site_limits(flavor)
-    image = (
-        snapshot.image_id if snapshot else _cloud_read("finding the image", "image", backend.image_ref, data["image"])
-    )
+    if snapshot is not None:
+        image = snapshot.image_id
+    else:
+        image = _cloud_read("finding the image", "image", backend.image_ref, data["image"])
+        _refuse_foreign_snapshot_image(backend, image, project)
     asked = quotas.InstanceFootprint(
         instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
     )
@@ -218,12 +221,35 @@ def instance_create(
     return _save_operation(user=user, key=idempotency_key, digest=digest, make=make)
 
 
-def _foreign_project(snapshot: Snapshot, slug: str) -> ApplicationError:
+def _foreign_project(snapshot: Snapshot, slug: str, *, field: str = "project") -> ApplicationError:
     message = (
         f"snapshot {snapshot.name} belongs to project {snapshot.project.slug}; "
         f"it cannot be restored into project {slug}"
     )
-    return PermissionDenied(message, errors=[{"field": "project", "message": message}], code="restore_other_project")
+    return PermissionDenied(message, errors=[{"field": field, "message": message}], code="restore_other_project")
+
+
+def _refuse_foreign_snapshot_image(backend, image: str, project: Project) -> None:
+    """A plain create must not boot another project's snapshot: all projects share the connection's tenant,
+    so its snapshot images are visible to everyone. Two checks: the image is a snapshot row of another
+    project, or it carries CloudPivot's `cloudpivot_snapshot` mark that no live snapshot of this project
+    owns (a snapshot whose row is gone, or one from another installation). KubeVirt snapshots are not
+    bootable images (the backend has no image_snapshot_ref), so only the first check applies there.
+    """
+    foreign = Snapshot.objects.filter(image_id=image).exclude(project=project).select_related("project").first()
+    if foreign is not None:
+        raise _foreign_project(foreign, project.slug, field="image")
+    reader = getattr(backend, "image_snapshot_ref", None)
+    marked = _cloud_read("reading the image", "image", reader, image) if reader else ""
+    if not marked:
+        return
+    owned = Snapshot.objects.filter(project=project, image_id=image).exclude(status=SS.DELETED)
+    if str(marked) not in {str(pk) for pk in owned.values_list("pk", flat=True)}:
+        message = (
+            f"image {image} is a CloudPivot snapshot that no snapshot of project {project.slug} owns; "
+            f"it cannot be restored into project {project.slug}"
+        )
+        raise PermissionDenied(message, errors=[{"field": "image", "message": message}], code="restore_other_project")
 
 
 # ---------------------------------------------------------------------------- actions
