@@ -60,10 +60,12 @@ def operation_run(*, operation_id: str) -> str:
         message = quota_message(exc.message) if exc.kind == "quota" else exc.message
         runner.finish(OperationState.FAILED, kind=kind, message=message)
         return f"failed: {message}"
-    except Exception as exc:  # anything else: the Operation must still end, or it holds the instance for ever
-        logger.exception("operation %s failed unexpectedly", operation_id)
-        runner.finish(OperationState.FAILED, kind="internal", message=f"{type(exc).__name__}: {exc}")
-        return f"failed: {exc}"
+    except Exception:  # anything else: the Operation must still end, or it holds the instance for ever
+        # the exception's words may carry cloud internals (URLs, tokens in a repr): the log has them, users a reference
+        logger.exception("operation %s failed unexpectedly (reference %s)", operation_id, operation_id)
+        message = f"internal error (reference {operation_id}); the details are in the server log"
+        runner.finish(OperationState.FAILED, kind="internal", message=message)
+        return f"failed: {message}"
     runner.finish(OperationState.SUCCEEDED, result=result)
     return "succeeded"
 
