@@ -351,7 +351,9 @@ class Runner:
                 updates.update(status=S.UNKNOWN, status_reason=message)
             elif view is not None and view.raw_status == "ERROR":
                 updates.update(status=S.FAILED, status_reason=_reason(view))
-        Instance.objects.filter(pk=self.instance.pk).update(**updates)
+        # only the Operation the instance's pointer names settles it: a snapshot delete (which points at the
+        # snapshot's instance but never holds it) must not free the instance while another action runs
+        Instance.objects.filter(pk=self.instance.pk, operation_id=self.operation.pk).update(**updates)
 
 
 def _reason(view: ServerView) -> str:

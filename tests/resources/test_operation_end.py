@@ -105,3 +105,27 @@ def test_a_pending_operation_whose_enqueue_was_lost_is_enqueued_again_and_runs(o
     assert jobs.run_operation(str(fresh.pk)) == "nothing to do"  # a second delivery changes nothing
     Operation.objects.filter(pk=fresh.pk).update(state="running")
     assert jobs.run_operation(str(fresh.pk)) == "nothing to do"  # another job has it
+
+
+def test_a_finished_snapshot_delete_leaves_another_operations_lock_on_the_instance(os_world, api):
+    from resources.models import Snapshot
+    from resources.services import snapshot_delete
+
+    world = os_world.world
+    operation, _ = instance_create(user=world.bob, data=CREATE)  # pending: it holds the instance
+    instance = Instance.objects.get(pk=operation.instance_id)
+    snapshot = Snapshot.objects.create(
+        name="old",
+        project=world.alpha,
+        owner=world.bob,
+        connection=os_world.connection,
+        instance=instance,
+        status="available",
+    )  # no image: the delete has nothing to ask the cloud
+    deleting, _ = snapshot_delete(user=world.bob, snapshot=snapshot)
+    assert operation_run(operation_id=str(deleting.pk)) == "succeeded"
+    assert Snapshot.objects.get(pk=snapshot.pk).status == "deleted"
+    assert Instance.objects.get(pk=instance.pk).operation_id == operation.pk
+    Instance.objects.filter(pk=instance.pk).update(status="Running", server_id="s-1")
+    response = api("bob").post(f"/api/v1/instances/{instance.pk}/actions", {"action": "stop"}, format="json")
+    assert response.status_code == 409 and "in flight" in response.json()["message"]
