@@ -84,6 +84,22 @@ def _operation_for_key(*, user: AbstractBaseUser, key: str, digest: str) -> Oper
     return operation
 
 
+class _Replayed(Exception):
+    """make() found, once its locks were held, the Operation a twin request with the same key made."""
+
+    def __init__(self, operation: Operation) -> None:
+        super().__init__(str(operation.pk))
+        self.operation = operation
+
+
+def _recheck_key(*, user, key: str, digest: str) -> None:
+    """Inside make(), right after the locks: a twin that held them first has committed its Operation by now,
+    and this request is its replay (not a second action refused as in flight or over quota)."""
+    existing = _operation_for_key(user=user, key=key, digest=digest)
+    if existing is not None:
+        raise _Replayed(existing)
+
+
 def _save_operation(*, user, key: str, digest: str, make) -> tuple[Operation, bool]:
     """Run `make()` (which creates the Operation) in a transaction; a racing twin with the same key wins."""
     try:
@@ -91,6 +107,8 @@ def _save_operation(*, user, key: str, digest: str, make) -> tuple[Operation, bo
             operation = make()
             transaction.on_commit(lambda: jobs.enqueue_operation(str(operation.pk)))
             return operation, True
+    except _Replayed as replay:
+        return replay.operation, False
     except IntegrityError:
         existing = _operation_for_key(user=user, key=key, digest=digest)
         if existing is None:
@@ -186,6 +204,7 @@ def instance_create(
 
     def make() -> Operation:
         _lock(connection.pk, project.pk)
+        _recheck_key(user=user, key=idempotency_key, digest=digest)
         quotas.check_instance_fits(project=project, connection_id=connection.pk, asked=asked)
         instance = Instance.objects.create(
             name=data["name"],
@@ -278,6 +297,7 @@ def instance_action(
 
     def make() -> Operation:
         _lock(instance.connection_id, instance.project_id)
+        _recheck_key(user=user, key=idempotency_key, digest=digest)
         locked = Instance.objects.select_for_update().get(pk=instance.pk)
         _check_state(locked, action, params)
         if flavor is not None:
@@ -450,6 +470,7 @@ def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_k
 
     def make() -> Operation:
         locked = Snapshot.objects.select_for_update().get(pk=snapshot.pk)
+        _recheck_key(user=user, key=idempotency_key, digest=digest)
         if locked.status not in (SS.AVAILABLE, SS.FAILED):
             raise InvalidState(f"snapshot {locked.name} is {locked.status}")
         Snapshot.objects.filter(pk=locked.pk).update(status=SS.DELETING)
