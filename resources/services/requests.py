@@ -205,6 +205,8 @@ def instance_create(
     def make() -> Operation:
         _lock(connection.pk, project.pk)
         _recheck_key(user=user, key=idempotency_key, digest=digest)
+        if snapshot is not None:
+            _lock_restorable(snapshot)
         quotas.check_instance_fits(project=project, connection_id=connection.pk, asked=asked)
         instance = Instance.objects.create(
             name=data["name"],
@@ -300,6 +302,8 @@ def instance_action(
         _recheck_key(user=user, key=idempotency_key, digest=digest)
         locked = Instance.objects.select_for_update().get(pk=instance.pk)
         _check_state(locked, action, params)
+        if snapshot is not None:
+            _lock_restorable(snapshot)
         if flavor is not None:
             asked = quotas.InstanceFootprint(
                 vcpus=flavor.vcpus - locked.vcpus,
@@ -461,6 +465,21 @@ def _restorable(instance: Instance, snapshot_id: Any) -> Snapshot:
     return snapshot
 
 
+def _lock_restorable(snapshot: Snapshot) -> None:
+    """Inside make(): the snapshot row locked (a delete or prune waits for this request to commit) and its
+    status read again, since a delete may have claimed it after the first check."""
+    locked = Snapshot.objects.select_for_update().get(pk=snapshot.pk)
+    if locked.status != SS.AVAILABLE:
+        raise InvalidState(f"snapshot {locked.name} is {locked.status}; only an available one restores")
+
+
+def snapshot_restores_in_flight(snapshot: Snapshot):
+    """The open Operations booting or rebuilding from this snapshot: its image must outlive them."""
+    return Operation.objects.filter(
+        snapshot=snapshot, action__in=(Action.RESTORE, Action.CREATE), state__in=OPEN_OPERATION_STATES
+    )
+
+
 def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_key: str = "") -> tuple[Operation, bool]:
     check_can_act(user=user, project=snapshot.project)
     digest = request_digest({"snapshot": str(snapshot.pk), "action": Action.SNAPSHOT_DELETE})
@@ -473,6 +492,12 @@ def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_k
         _recheck_key(user=user, key=idempotency_key, digest=digest)
         if locked.status not in (SS.AVAILABLE, SS.FAILED):
             raise InvalidState(f"snapshot {locked.name} is {locked.status}")
+        in_use = snapshot_restores_in_flight(locked).first()
+        if in_use is not None:
+            raise InvalidState(
+                f"snapshot {locked.name} is being restored by operation {in_use.pk} ({in_use.action}); "
+                "delete it once that operation has finished"
+            )
         Snapshot.objects.filter(pk=locked.pk).update(status=SS.DELETING)
         return Operation.objects.create(
             project=locked.project,
