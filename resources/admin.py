@@ -72,6 +72,9 @@ class InstanceAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False  # instances are made through the API or pages, which check quotas and ask the cloud
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # a row delete would leave the server running and lose its log: use the delete action
+
     def save_model(self, request, obj, form, change) -> None:
         new_owner = form.cleaned_data.get("new_owner")
         Instance.objects.filter(pk=obj.pk).update(name=obj.name)
@@ -91,6 +94,9 @@ class SnapshotAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # a row delete would leave the image in the cloud: delete through the API or pages
 
 
 @admin.register(Operation)

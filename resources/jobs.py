@@ -6,7 +6,14 @@ from django_q.tasks import async_task
 
 
 def enqueue_operation(operation_id: str) -> None:
-    async_task("resources.jobs.run_operation", operation_id, q_options={"group": "instance-operation"})
+    """The job's own timeout covers the Operation's budget (services.run.operation_job_timeout)."""
+    from resources.services.run import operation_job_timeout
+
+    async_task(
+        "resources.jobs.run_operation",
+        operation_id,
+        q_options={"group": "instance-operation", "timeout": operation_job_timeout()},
+    )
 
 
 def run_operation(operation_id: str) -> str:
@@ -16,8 +23,9 @@ def run_operation(operation_id: str) -> str:
 
 
 def refresh() -> str:
-    """The schedule: observe every instance's server, and prune snapshots past retention."""
+    """The schedule: end Operations whose worker died, observe every instance's server, prune old snapshots."""
+    from resources.services.reaper import operations_reap
     from resources.services.refresh import instances_refresh
     from resources.services.snapshots import snapshots_prune_expired
 
-    return f"{instances_refresh()}; pruned {snapshots_prune_expired()} expired snapshots"
+    return f"{operations_reap()}; {instances_refresh()}; pruned {snapshots_prune_expired()} expired snapshots"

@@ -99,7 +99,13 @@ class Operation(BaseModel):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="operations")
-    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.CASCADE, related_name="operations")
+    instance = models.ForeignKey(
+        Instance,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,  # the log outlives nothing it describes: an instance with operations stays
+        related_name="operations",
+    )
     snapshot = models.ForeignKey(Snapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="operations")
     action = models.CharField(max_length=20, choices=Action.choices)
     requested_by = models.ForeignKey(

@@ -121,7 +121,9 @@ class InstanceCreateSerializer(serializers.Serializer):
 class InstanceActionSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=INSTANCE_ACTIONS)
     type = serializers.ChoiceField(choices=["soft", "hard"], required=False, help_text="reboot")
-    boot_id = serializers.IntegerField(min_value=1, required=False, help_text="start: a retry repeats the id")
+    boot_id = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, help_text="start: a retry repeats the id"
+    )
     name = serializers.CharField(max_length=100, required=False, help_text="snapshot")
     snapshot = serializers.UUIDField(required=False, help_text="restore: rebuild from this snapshot")
     flavor = serializers.CharField(max_length=100, required=False, help_text="resize")

@@ -74,6 +74,7 @@ class OpenStackInstances:
         self.connection = connection
         self._tasks = OpenStackBackend(connection)  # its connection cache, catalog reader and error mapping
         self.options = self._tasks.options
+        self._snapshot_refs: dict[str, str] = {}  # image id -> its cloudpivot_snapshot property, as read
 
     # ------------------------------------------------------------------ reads
     @property
@@ -107,7 +108,19 @@ class OpenStackInstances:
         image = self._call(f"finding image {name!r}", self._conn().image.find_image, name, ignore_missing=True)
         if image is None:
             raise BackendError(f"the {self.connection.cloud_id} cloud has no image {name!r}", kind="not_found")
+        self._snapshot_refs[image.id] = str((image.properties or {}).get("cloudpivot_snapshot") or "")
         return image.id
+
+    def image_snapshot_ref(self, image_id: str) -> str:
+        """The CloudPivot snapshot an image was made as ('' if none): its `cloudpivot_snapshot` property.
+
+        Every CloudPivot project shares the connection's tenant, so any project can see (and name) another
+        project's snapshot images; the request checks this before booting one. Free after image_ref().
+        """
+        if image_id not in self._snapshot_refs:
+            image = self._call(f"reading image {image_id}", self._conn().image.get_image, image_id)
+            self._snapshot_refs[image_id] = str((image.properties or {}).get("cloudpivot_snapshot") or "")
+        return self._snapshot_refs[image_id]
 
     def server(self, server_id: str) -> ServerView | None:
         try:

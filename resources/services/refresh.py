@@ -2,6 +2,10 @@
 
 An instance whose server is gone from the cloud without a delete from CloudPivot becomes Unknown,
 with the evidence in its reason; instances with an operation in flight are left to that operation.
+
+The cloud's list call is slow and rows change meanwhile (a delete finishes, an action starts): every
+write is conditional on the status and operation pointer as read, so a stale observation is dropped,
+never written over what the Operation just recorded.
 """
 
 from __future__ import annotations
@@ -40,21 +44,28 @@ def instances_refresh() -> str:
     return f"observed {seen} instances, {changed} changed"
 
 
+def _as_read(instance: Instance):
+    """The row, only if it still has the status and operation pointer this observation started from."""
+    return Instance.objects.filter(pk=instance.pk, status=instance.status, operation_id=instance.operation_id)
+
+
 def _observe(instance: Instance, view, backend) -> int:
     now = timezone.now()
     if view is None:
         view = backend.server(instance.server_id)  # not in our tagged list: ask for it by id before concluding
     if view is None:
         if instance.status == InstanceStatus.UNKNOWN:
-            Instance.objects.filter(pk=instance.pk).update(observed_at=now)
+            _as_read(instance).update(observed_at=now)
             return 0
         reason = (
             f"server {instance.server_id} not found in the cloud at {now:%Y-%m-%d %H:%M:%S} UTC "
             "(deleted outside CloudPivot?)"
         )
-        Instance.objects.filter(pk=instance.pk).update(
+        written = _as_read(instance).update(
             status=InstanceStatus.UNKNOWN, status_reason=reason, status_changed_at=now, observed_at=now
         )
+        if not written:
+            return 0  # the row changed while the cloud was read: this observation is stale
         audit_system(
             action="resources:instance-unknown",
             object_ref=str(instance.pk),
@@ -63,11 +74,13 @@ def _observe(instance: Instance, view, backend) -> int:
         return 1
     reason = _reason(view)
     if view.status == instance.status and reason == instance.status_reason:
-        Instance.objects.filter(pk=instance.pk).update(observed_at=now)
+        _as_read(instance).update(observed_at=now)
         return 0
-    Instance.objects.filter(pk=instance.pk).update(
+    written = _as_read(instance).update(
         status=view.status, status_reason=reason, status_changed_at=now, observed_at=now
     )
+    if not written:
+        return 0  # the row changed while the cloud was read: this observation is stale
     if view.status != instance.status:
         audit_system(
             action="resources:instance-status",

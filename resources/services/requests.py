@@ -84,6 +84,22 @@ def _operation_for_key(*, user: AbstractBaseUser, key: str, digest: str) -> Oper
     return operation
 
 
+class _Replayed(Exception):
+    """make() found, once its locks were held, the Operation a twin request with the same key made."""
+
+    def __init__(self, operation: Operation) -> None:
+        super().__init__(str(operation.pk))
+        self.operation = operation
+
+
+def _recheck_key(*, user, key: str, digest: str) -> None:
+    """Inside make(), right after the locks: a twin that held them first has committed its Operation by now,
+    and this request is its replay (not a second action refused as in flight or over quota)."""
+    existing = _operation_for_key(user=user, key=key, digest=digest)
+    if existing is not None:
+        raise _Replayed(existing)
+
+
 def _save_operation(*, user, key: str, digest: str, make) -> tuple[Operation, bool]:
     """Run `make()` (which creates the Operation) in a transaction; a racing twin with the same key wins."""
     try:
@@ -91,6 +107,8 @@ def _save_operation(*, user, key: str, digest: str, make) -> tuple[Operation, bo
             operation = make()
             transaction.on_commit(lambda: jobs.enqueue_operation(str(operation.pk)))
             return operation, True
+    except _Replayed as replay:
+        return replay.operation, False
     except IntegrityError:
         existing = _operation_for_key(user=user, key=key, digest=digest)
         if existing is None:
@@ -156,8 +174,9 @@ def instance_create(
         connection = snapshot.connection
         if data.get("project") and data["project"] != snapshot.project.slug:
             raise _foreign_project(snapshot, data["project"])
-        project = snapshot.project
-        check_can_act(user=user, project=project)
+        check_can_act(user=user, project=snapshot.project)
+        # the same grant check as any create: a project that lost the connection restores nothing onto it
+        project = _project_for(user=user, connection=connection, slug=snapshot.project.slug)
     else:
         connection = _connection_for(user=user, cloud_id=data["cloud"])
         project = _project_for(user=user, connection=connection, slug=data.get("project"))
@@ -174,15 +193,20 @@ def instance_create(
             lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
         )
     _check_site_limits(flavor)
-    image = (
-        snapshot.image_id if snapshot else _cloud_read("finding the image", "image", backend.image_ref, data["image"])
-    )
+    if snapshot is not None:
+        image = snapshot.image_id
+    else:
+        image = _cloud_read("finding the image", "image", backend.image_ref, data["image"])
+        _refuse_foreign_snapshot_image(backend, image, project)
     asked = quotas.InstanceFootprint(
         instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
     )
 
     def make() -> Operation:
         _lock(connection.pk, project.pk)
+        _recheck_key(user=user, key=idempotency_key, digest=digest)
+        if snapshot is not None:
+            _lock_restorable(snapshot)
         quotas.check_instance_fits(project=project, connection_id=connection.pk, asked=asked)
         instance = Instance.objects.create(
             name=data["name"],
@@ -218,12 +242,35 @@ def instance_create(
     return _save_operation(user=user, key=idempotency_key, digest=digest, make=make)
 
 
-def _foreign_project(snapshot: Snapshot, slug: str) -> ApplicationError:
+def _foreign_project(snapshot: Snapshot, slug: str, *, field: str = "project") -> ApplicationError:
     message = (
         f"snapshot {snapshot.name} belongs to project {snapshot.project.slug}; "
         f"it cannot be restored into project {slug}"
     )
-    return PermissionDenied(message, errors=[{"field": "project", "message": message}], code="restore_other_project")
+    return PermissionDenied(message, errors=[{"field": field, "message": message}], code="restore_other_project")
+
+
+def _refuse_foreign_snapshot_image(backend, image: str, project: Project) -> None:
+    """A plain create must not boot another project's snapshot: all projects share the connection's tenant,
+    so its snapshot images are visible to everyone. Two checks: the image is a snapshot row of another
+    project, or it carries CloudPivot's `cloudpivot_snapshot` mark that no live snapshot of this project
+    owns (a snapshot whose row is gone, or one from another installation). KubeVirt snapshots are not
+    bootable images (the backend has no image_snapshot_ref), so only the first check applies there.
+    """
+    foreign = Snapshot.objects.filter(image_id=image).exclude(project=project).select_related("project").first()
+    if foreign is not None:
+        raise _foreign_project(foreign, project.slug, field="image")
+    reader = getattr(backend, "image_snapshot_ref", None)
+    marked = _cloud_read("reading the image", "image", reader, image) if reader else ""
+    if not marked:
+        return
+    owned = Snapshot.objects.filter(project=project, image_id=image).exclude(status=SS.DELETED)
+    if str(marked) not in {str(pk) for pk in owned.values_list("pk", flat=True)}:
+        message = (
+            f"image {image} is a CloudPivot snapshot that no snapshot of project {project.slug} owns; "
+            f"it cannot be restored into project {project.slug}"
+        )
+        raise PermissionDenied(message, errors=[{"field": "image", "message": message}], code="restore_other_project")
 
 
 # ---------------------------------------------------------------------------- actions
@@ -252,8 +299,11 @@ def instance_action(
 
     def make() -> Operation:
         _lock(instance.connection_id, instance.project_id)
+        _recheck_key(user=user, key=idempotency_key, digest=digest)
         locked = Instance.objects.select_for_update().get(pk=instance.pk)
         _check_state(locked, action, params)
+        if snapshot is not None:
+            _lock_restorable(snapshot)
         if flavor is not None:
             asked = quotas.InstanceFootprint(
                 vcpus=flavor.vcpus - locked.vcpus,
@@ -415,6 +465,21 @@ def _restorable(instance: Instance, snapshot_id: Any) -> Snapshot:
     return snapshot
 
 
+def _lock_restorable(snapshot: Snapshot) -> None:
+    """Inside make(): the snapshot row locked (a delete or prune waits for this request to commit) and its
+    status read again, since a delete may have claimed it after the first check."""
+    locked = Snapshot.objects.select_for_update().get(pk=snapshot.pk)
+    if locked.status != SS.AVAILABLE:
+        raise InvalidState(f"snapshot {locked.name} is {locked.status}; only an available one restores")
+
+
+def snapshot_restores_in_flight(snapshot: Snapshot):
+    """The open Operations booting or rebuilding from this snapshot: its image must outlive them."""
+    return Operation.objects.filter(
+        snapshot=snapshot, action__in=(Action.RESTORE, Action.CREATE), state__in=OPEN_OPERATION_STATES
+    )
+
+
 def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_key: str = "") -> tuple[Operation, bool]:
     check_can_act(user=user, project=snapshot.project)
     digest = request_digest({"snapshot": str(snapshot.pk), "action": Action.SNAPSHOT_DELETE})
@@ -424,8 +489,15 @@ def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_k
 
     def make() -> Operation:
         locked = Snapshot.objects.select_for_update().get(pk=snapshot.pk)
+        _recheck_key(user=user, key=idempotency_key, digest=digest)
         if locked.status not in (SS.AVAILABLE, SS.FAILED):
             raise InvalidState(f"snapshot {locked.name} is {locked.status}")
+        in_use = snapshot_restores_in_flight(locked).first()
+        if in_use is not None:
+            raise InvalidState(
+                f"snapshot {locked.name} is being restored by operation {in_use.pk} ({in_use.action}); "
+                "delete it once that operation has finished"
+            )
         Snapshot.objects.filter(pk=locked.pk).update(status=SS.DELETING)
         return Operation.objects.create(
             project=locked.project,

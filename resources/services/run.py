@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
-from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, SnapshotStatus
+from resources.choices import Action, InstanceStatus, OperationState, SnapshotStatus
 from resources.cloud_quota import quota_message
 from resources.models import Instance, Operation, Snapshot
 
@@ -37,6 +37,32 @@ def _deadline_seconds() -> float:
     return float(getattr(settings, "INSTANCE_OPERATION_DEADLINE_SECONDS", 60))
 
 
+def operation_budget_seconds() -> float:
+    """One Operation's whole wall time: every wait stops at this total too, whatever its own deadline.
+
+    A snapshot or resize waits twice (2 x INSTANCE_OPERATION_DEADLINE_SECONDS), which alone could outlast
+    the job; the budget keeps the whole Operation inside operation_job_timeout(). Default: the cluster's
+    retry minus 45 s (75 s with the default ticker).
+    """
+    configured = getattr(settings, "INSTANCE_OPERATION_BUDGET_SECONDS", None)
+    return float(configured) if configured else float(settings.Q_CLUSTER.get("retry", 120)) - 45
+
+
+def operation_job_timeout() -> int:
+    """The django-q2 timeout of an operation job: the budget plus room for the last cloud call and finish().
+
+    django-q2 re-delivers a task still unacknowledged after the cluster's `retry` seconds, so a task timeout
+    at or above `retry` would run the job twice: the timeout is kept 10 s below `retry`.
+    """
+    retry = int(settings.Q_CLUSTER.get("retry", 120))
+    return int(min(operation_budget_seconds() + 25, retry - 10))
+
+
+def operation_lost_after_seconds() -> float:
+    """A `running` Operation older than this has no live worker: its job was killed (or its worker died)."""
+    return operation_job_timeout() + float(getattr(settings, "INSTANCE_OPERATION_LOST_MARGIN_SECONDS", 60))
+
+
 def _poll_interval() -> float:
     return float(getattr(settings, "INSTANCE_POLL_SECONDS", 0.3))
 
@@ -44,7 +70,9 @@ def _poll_interval() -> float:
 def operation_run(*, operation_id: str) -> str:
     with transaction.atomic():
         operation = Operation.objects.select_for_update().filter(pk=operation_id).first()
-        if operation is None or operation.state not in OPEN_OPERATION_STATES:
+        if operation is None or operation.state != OperationState.PENDING:
+            # running: another job has it (the reaper ends it if that job died); finished: nothing left.
+            # So a second enqueue of the same Operation (the reaper's re-enqueue, a broker retry) is a no-op.
             return "nothing to do"
         operation.state = OperationState.RUNNING
         operation.started_at = operation.started_at or timezone.now()
@@ -60,10 +88,12 @@ def operation_run(*, operation_id: str) -> str:
         message = quota_message(exc.message) if exc.kind == "quota" else exc.message
         runner.finish(OperationState.FAILED, kind=kind, message=message)
         return f"failed: {message}"
-    except Exception as exc:  # anything else: the Operation must still end, or it holds the instance for ever
-        logger.exception("operation %s failed unexpectedly", operation_id)
-        runner.finish(OperationState.FAILED, kind="internal", message=f"{type(exc).__name__}: {exc}")
-        return f"failed: {exc}"
+    except Exception:  # anything else: the Operation must still end, or it holds the instance for ever
+        # the exception's words may carry cloud internals (URLs, tokens in a repr): the log has them, users a reference
+        logger.exception("operation %s failed unexpectedly (reference %s)", operation_id, operation_id)
+        message = f"internal error (reference {operation_id}); the details are in the server log"
+        runner.finish(OperationState.FAILED, kind="internal", message=message)
+        return f"failed: {message}"
     runner.finish(OperationState.SUCCEEDED, result=result)
     return "succeeded"
 
@@ -74,6 +104,7 @@ class Runner:
         self.instance: Instance | None = operation.instance
         self.connection = (operation.instance or operation.snapshot).connection
         self.last_view: ServerView | None = None
+        self.budget_ends = time.monotonic() + operation_budget_seconds()
 
     @property
     def backend(self):
@@ -266,7 +297,8 @@ class Runner:
         return self.wait(reached, f"{wanted} with no task in flight")
 
     def wait(self, check: Callable[[], Any], what: str) -> Any:
-        deadline = time.monotonic() + _deadline_seconds()
+        started = time.monotonic()
+        deadline = min(started + _deadline_seconds(), self.budget_ends)
         while True:
             found = check()
             if found is not None:
@@ -274,7 +306,8 @@ class Runner:
             if time.monotonic() > deadline:
                 seen = self.last_view
                 last = f"; last seen {seen.raw_status} task_state={seen.task_state or 'none'}" if seen else ""
-                raise OperationFailed(f"not observed within {_deadline_seconds():.0f} s: {what}{last}", kind="timeout")
+                waited = deadline - started
+                raise OperationFailed(f"not observed within {waited:.0f} s: {what}{last}", kind="timeout")
             time.sleep(_poll_interval())
 
     # ------------------------------------------------------------------ the end
@@ -318,7 +351,9 @@ class Runner:
                 updates.update(status=S.UNKNOWN, status_reason=message)
             elif view is not None and view.raw_status == "ERROR":
                 updates.update(status=S.FAILED, status_reason=_reason(view))
-        Instance.objects.filter(pk=self.instance.pk).update(**updates)
+        # only the Operation the instance's pointer names settles it: a snapshot delete (which points at the
+        # snapshot's instance but never holds it) must not free the instance while another action runs
+        Instance.objects.filter(pk=self.instance.pk, operation_id=self.operation.pk).update(**updates)
 
 
 def _reason(view: ServerView) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -13,8 +14,8 @@ from clusters.models import CloudConnection
 from resources.audit import audit_system
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError
-from resources.choices import SnapshotStatus
-from resources.models import Snapshot
+from resources.choices import OPEN_OPERATION_STATES, Action, SnapshotStatus
+from resources.models import Operation, Snapshot
 from resources.quotas import live_snapshots
 
 GB = 1024**3
@@ -34,7 +35,7 @@ def snapshots_prune_over_quota(*, project: Project, connection: CloudConnection,
             over_size = quota.max_snapshot_gb is not None and size > quota.max_snapshot_gb * GB
             if not (over_count or over_size):
                 break
-            oldest = rows.filter(status=SnapshotStatus.AVAILABLE).exclude(pk=keep.pk if keep else None)
+            oldest = _unused(rows.filter(status=SnapshotStatus.AVAILABLE).exclude(pk=keep.pk if keep else None))
             victim = oldest.order_by("created_at", "id").first()
             if victim is None:
                 break
@@ -43,7 +44,8 @@ def snapshots_prune_over_quota(*, project: Project, connection: CloudConnection,
                 if over_count
                 else f"{size} bytes over the limit of {quota.max_snapshot_gb} GB"
             )
-            _prune(victim, why=f"{why} ({_scope(quota)})")
+            if not _prune(victim, why=f"{why} ({_scope(quota)})"):
+                break  # claimed by a restore or a delete meanwhile: the next schedule looks again
             pruned.append(str(victim.pk))
     return pruned
 
@@ -58,9 +60,8 @@ def snapshots_prune_expired() -> int:
         rows = Snapshot.objects.filter(
             project=quota.project, status=SnapshotStatus.AVAILABLE, created_at__lt=cutoff
         ).filter(Q(connection=quota.connection) if quota.connection_id else Q())
-        for snapshot in rows.select_related("connection"):
-            _prune(snapshot, why=f"older than {quota.snapshot_retention_days} days ({_scope(quota)})")
-            count += 1
+        for snapshot in _unused(rows).select_related("connection"):
+            count += _prune(snapshot, why=f"older than {quota.snapshot_retention_days} days ({_scope(quota)})")
     return count
 
 
@@ -68,7 +69,27 @@ def _scope(quota: Quota) -> str:
     return f"project {quota.project.slug} on {quota.connection.cloud_id if quota.connection_id else 'all clouds'}"
 
 
-def _prune(snapshot: Snapshot, *, why: str) -> None:
+def _unused(rows):
+    """Snapshots no open restore (into an instance, or as a new one) is using."""
+    in_use = Operation.objects.filter(
+        action__in=(Action.RESTORE, Action.CREATE), state__in=OPEN_OPERATION_STATES, snapshot__isnull=False
+    )
+    return rows.exclude(pk__in=in_use.values("snapshot_id"))
+
+
+def _claim(snapshot: Snapshot) -> bool:
+    """Under the row lock a restore's request also takes: still available and unused → deleting, ours."""
+    with transaction.atomic():
+        locked = Snapshot.objects.select_for_update().filter(pk=snapshot.pk, status=SnapshotStatus.AVAILABLE)
+        if not _unused(locked).exists():
+            return False
+        Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.DELETING)
+    return True
+
+
+def _prune(snapshot: Snapshot, *, why: str) -> bool:
+    if not _claim(snapshot):
+        return False
     try:
         if snapshot.image_id:
             get_instance_backend(snapshot.connection).delete_image(snapshot.image_id)
@@ -77,10 +98,13 @@ def _prune(snapshot: Snapshot, *, why: str) -> None:
         )
         outcome = "pruned"
     except BackendError as exc:
-        Snapshot.objects.filter(pk=snapshot.pk).update(status_reason=f"prune failed: {exc.message}")
+        Snapshot.objects.filter(pk=snapshot.pk).update(
+            status=SnapshotStatus.AVAILABLE, status_reason=f"prune failed: {exc.message}"
+        )
         outcome = f"prune failed: {exc.message}"
     audit_system(
         action="resources:snapshot-pruned",
         object_ref=str(snapshot.pk),
         details={"snapshot": snapshot.name, "image_id": snapshot.image_id, "why": why, "outcome": outcome},
     )
+    return outcome == "pruned"

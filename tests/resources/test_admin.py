@@ -43,3 +43,30 @@ def test_admin_pages_show_the_rows_and_hand_an_instance_to_another_member(os_wor
     assert AuditEntry.objects.filter(action="resources:instance-owner-change", actor=staff).exists()
     assert client.post(f"/admin/resources/operation/{operation.pk}/delete/", {"post": "yes"}).status_code == 403
     assert Operation.objects.filter(pk=operation.pk).exists()
+
+
+def test_the_admin_deletes_no_instance_or_snapshot_and_the_log_protects_its_instance(os_world):
+    """A row delete would leave the server running and wipe its Operation log: deletion is the delete action."""
+    from django.db.models import ProtectedError
+
+    from resources.models import Snapshot
+
+    world = os_world.world
+    data = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
+    operation, _ = instance_create(user=world.bob, data=data)
+    snapshot = Snapshot.objects.create(
+        name="snap", project=world.alpha, owner=world.bob, connection=os_world.connection, status="available"
+    )
+    staff = get_user_model().objects.create_superuser("root", "root@example.org", "pw-root")
+    client = Client()
+    client.force_login(staff)
+    for model, pk in (("instance", operation.instance_id), ("snapshot", snapshot.pk)):
+        change = client.get(f"/admin/resources/{model}/{pk}/change/")
+        assert change.status_code == 200
+        assert f"/admin/resources/{model}/{pk}/delete/" not in change.content.decode()
+        assert "delete_selected" not in client.get(f"/admin/resources/{model}/").content.decode()
+        assert client.post(f"/admin/resources/{model}/{pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Instance.objects.filter(pk=operation.instance_id).exists() and Snapshot.objects.filter(pk=snapshot.pk)
+    with pytest.raises(ProtectedError):
+        Instance.objects.get(pk=operation.instance_id).delete()
+    assert Operation.objects.filter(pk=operation.pk).exists()

@@ -258,3 +258,15 @@ def test_operations_are_listed_for_project_members_only(os_world, api):
     assert api("charlie").get("/api/v1/operations").json()["results"] == []
     assert api("charlie").get(f"/api/v1/operations/{operation_id}").status_code == 404
     assert api("bob").get("/api/v1/operations/not-a-uuid").status_code == 404
+
+
+@pytest.mark.parametrize("boot_id", [2**31, 2**63])
+def test_an_oversized_boot_id_is_a_400_naming_the_field(os_world, api, boot_id):
+    instance_id = create(api).json()["instance"]
+    Instance.objects.filter(pk=instance_id).update(status="Stopped", server_id="s-1", operation=None)
+    response = api("bob").post(
+        f"/api/v1/instances/{instance_id}/actions", {"action": "start", "boot_id": boot_id}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert [e["field"] for e in response.json()["errors"]] == ["boot_id"]
+    assert Instance.objects.get(pk=instance_id).boot_id == 1

@@ -1,0 +1,96 @@
+"""Ending Operations nobody is working on, so no instance stays refused as "in flight" for ever.
+
+Two ways an Operation is left open: its job was killed (django-q2's timeout, a worker or host crash)
+while `running`, or its enqueue was lost (the broker was down at commit) while `pending`. Run from the
+per-minute refresh schedule (resources.jobs.refresh). Rows are claimed with select_for_update(skip_locked)
+so two schedules never reap the same Operation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from resources import jobs
+from resources.audit import audit_system
+from resources.backends.base import BackendError, Unsupported
+from resources.choices import InstanceStatus, OperationState
+from resources.models import Operation
+from resources.services.run import Runner, operation_lost_after_seconds
+
+logger = logging.getLogger(__name__)
+
+
+def requeue_after_seconds() -> float:
+    return float(getattr(settings, "INSTANCE_OPERATION_REQUEUE_SECONDS", 120))
+
+
+def operations_reap() -> str:
+    lost = _fail_lost()
+    requeued = _requeue_pending()
+    return f"{lost} lost operations failed, {requeued} pending operations enqueued again"
+
+
+def _fail_lost() -> int:
+    """`running` past the job timeout + a margin: no worker is left to see the post-condition."""
+    cutoff = timezone.now() - dt.timedelta(seconds=operation_lost_after_seconds())
+    candidates = Operation.objects.filter(state=OperationState.RUNNING, started_at__lt=cutoff)
+    count = 0
+    for pk in candidates.values_list("pk", flat=True):
+        with transaction.atomic():
+            operation = (
+                Operation.objects.select_for_update(skip_locked=True)
+                .filter(pk=pk, state=OperationState.RUNNING, started_at__lt=cutoff)
+                .first()
+            )
+            if operation is None:
+                continue  # finished meanwhile, or another reaper has it
+            runner = Runner(operation)
+            age = (timezone.now() - operation.started_at).total_seconds()
+            message = (
+                f"lost: the worker stopped before the post-condition was seen (the {operation.action} started "
+                f"{age:.0f} s ago, longer than its job may run); the instance is observed again, check it "
+                "before asking again"
+            )
+            runner.finish(OperationState.FAILED, kind="lost", message=message)
+            audit_system(
+                action="resources:operation-lost",
+                object_ref=str(operation.pk),
+                details={"action": operation.action, "started_at": operation.started_at.isoformat()},
+            )
+        count += 1
+        _observe_again(runner)
+    return count
+
+
+def _observe_again(runner: Runner) -> None:
+    """The killed job may have left the server anywhere: record what the cloud shows now."""
+    instance = runner.instance
+    if instance is None or not instance.server_id or instance.status == InstanceStatus.DELETED:
+        return
+    instance.refresh_from_db(fields=["server_id", "status"])
+    try:
+        runner.observe()
+    except (BackendError, Unsupported) as exc:
+        logger.warning("observing instance %s after a lost operation: %s", instance.pk, exc)
+
+
+def _requeue_pending() -> int:
+    """`pending` for minutes: its enqueue was lost. Enqueue again; operation_run ignores all but pending
+    Operations, so a job that was only slow to start makes the second enqueue a no-op."""
+    cutoff = timezone.now() - dt.timedelta(seconds=requeue_after_seconds())
+    with transaction.atomic():
+        stale = list(
+            Operation.objects.select_for_update(skip_locked=True)
+            .filter(state=OperationState.PENDING, updated_at__lt=cutoff)
+            .values_list("pk", flat=True)
+        )
+        # updated_at marks the re-enqueue: a queue that is only slow is not flooded every minute
+        Operation.objects.filter(pk__in=stale).update(updated_at=timezone.now())
+        for pk in stale:
+            transaction.on_commit(lambda pk=pk: jobs.enqueue_operation(str(pk)))
+    return len(stale)
