@@ -7,6 +7,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 
+from cloudpivot.admin import ReadOnlyAdmin
 from cloudpivot.exceptions import ApplicationError
 from resources.models import Instance, Operation, Snapshot
 from resources.services import instance_owner_change
@@ -100,20 +101,11 @@ class SnapshotAdmin(admin.ModelAdmin):
 
 
 @admin.register(Operation)
-class OperationAdmin(admin.ModelAdmin):
+class OperationAdmin(ReadOnlyAdmin):
     list_display = ["id", "action", "state", "instance", "project", "requested_by", "created_at", "finished_at"]
     list_filter = ["state", "action", "project"]
     search_fields = ["id", "instance__name", "idempotency_key"]
     readonly_fields = [f.name for f in Operation._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 from resources import orphans_admin  # noqa: E402, F401  (the orphan report, its own module)

@@ -15,6 +15,7 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from cloudpivot.accounts.models import Project
+from cloudpivot.admin import ReadOnlyAdmin
 from cloudpivot.exceptions import ApplicationError
 from resources.orphan_actions import orphan_adopt, orphan_delete
 from resources.orphan_models import OrphanFinding
@@ -28,7 +29,7 @@ class AdoptForm(forms.Form):
 
 
 @admin.register(OrphanFinding)
-class OrphanFindingAdmin(admin.ModelAdmin):
+class OrphanFindingAdmin(ReadOnlyAdmin):
     change_list_template = "admin/resources/orphanfinding/change_list.html"
     list_display = ["category", "kind", "name", "ref", "connection", "is_protected", "state", "reason", "last_seen_at"]
     list_filter = ["category", "state", "kind", "connection"]
@@ -40,15 +41,6 @@ class OrphanFindingAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="protected")
     def is_protected(self, obj: OrphanFinding) -> bool:
         return obj.protected
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def get_actions(self, request):
         actions = super().get_actions(request)

@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 
 from cloudpivot.accounts.models import ApiToken, AuditEntry, Membership, Project, Quota
 from cloudpivot.accounts.services import api_token_revoke
+from cloudpivot.admin import ReadOnlyAdmin
 
 
 class MembershipInline(admin.TabularInline):
@@ -53,19 +54,10 @@ class QuotaAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """Read-only: the audit log is written by the AuditMiddleware only."""
 
     list_display = ["created_at", "actor_name", "via", "action", "object_ref", "outcome", "status_code", "remote_addr"]
     list_filter = ["via", "outcome", "action"]
     search_fields = ["actor_name", "action", "object_ref", "path"]
     date_hierarchy = "created_at"
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
