@@ -149,12 +149,7 @@ class OpenStackBackend:
             "tags": [installation_tag()],
             "user_data": base64.b64encode(self.user_data(secret).encode()).decode(),
         }
-        if self.options["key_name"]:
-            arguments["key_name"] = self.options["key_name"]
-        if self.options["security_groups"]:
-            arguments["security_groups"] = [{"name": name} for name in self.options["security_groups"]]
-        if self.options["availability_zone"]:
-            arguments["availability_zone"] = self.options["availability_zone"]
+        arguments |= self._placement_arguments()
         created = self._call(f"creating server {attempt.external_name}", conn.compute.create_server, **arguments)
         # Two workers may both have found nothing and both created: keep the oldest, delete the rest.
         found = self._servers_named(conn, attempt.external_name) or [created]
@@ -581,6 +576,17 @@ class OpenStackBackend:
             )
         except openstack.exceptions.ConfigException as exc:
             raise BackendError(f"cannot use the cloud settings: {exc}", kind="auth") from None
+
+    def _placement_arguments(self) -> dict[str, Any]:
+        """The connection's optional server-create arguments (key pair, security groups, zone), where set."""
+        arguments: dict[str, Any] = {}
+        if self.options["key_name"]:
+            arguments["key_name"] = self.options["key_name"]
+        if self.options["security_groups"]:
+            arguments["security_groups"] = [{"name": name} for name in self.options["security_groups"]]
+        if self.options["availability_zone"]:
+            arguments["availability_zone"] = self.options["availability_zone"]
+        return arguments
 
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
         """Every SDK call goes through here: its exceptions leave this module as BackendError, in words."""

@@ -195,12 +195,7 @@ class OpenStackInstances:
             },
             "tags": [installation_tag(), instance_tag(request.instance_id)],
         }
-        if self.options["key_name"]:
-            arguments["key_name"] = self.options["key_name"]
-        if self.options["security_groups"]:
-            arguments["security_groups"] = [{"name": name} for name in self.options["security_groups"]]
-        if self.options["availability_zone"]:
-            arguments["availability_zone"] = self.options["availability_zone"]
+        arguments |= self._tasks._placement_arguments()
         server = self._call(f"creating server {request.name}", conn.compute.create_server, **arguments)
         return server.id
 
