@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from typing import Any
 
@@ -157,12 +155,6 @@ class TaskSpecSerializer(StrictSerializer):
 
     def validate_tolerations(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [dict(toleration) for toleration in value]
-
-
-def spec_sha256(document: dict[str, Any]) -> str:
-    """Hash of the canonical JSON form, so whitespace or key order do not make two bodies differ."""
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def spec_normalize(document: Any) -> dict[str, Any]:

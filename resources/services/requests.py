@@ -8,8 +8,6 @@ creates cannot both take the last free slot.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from cloudpivot.accounts.models import Project
+from cloudpivot.common import canonical_sha256
 from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec, PermissionDenied
 from clusters.models import CloudConnection
 from resources import jobs, quotas
@@ -68,10 +67,6 @@ class InvalidState(Conflict):
 
 
 # ---------------------------------------------------------------------------- idempotency
-def request_digest(payload: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def _operation_for_key(*, user: AbstractBaseUser, key: str, digest: str) -> Operation | None:
     if not key:
         return None
@@ -164,7 +159,7 @@ def instance_create(
 
     With `snapshot`, the image is the snapshot's and the project must be the snapshot's own.
     """
-    digest = request_digest({"action": "create", "snapshot": str(snapshot.pk) if snapshot else "", **data})
+    digest = canonical_sha256({"action": "create", "snapshot": str(snapshot.pk) if snapshot else "", **data})
     existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
     if existing:
         return existing, False
@@ -279,7 +274,7 @@ def instance_action(
 ) -> tuple[Operation, bool]:
     """Ask for one action on an instance (see ALLOWED_FROM); returns (operation, created)."""
     check_can_act(user=user, project=instance.project)
-    digest = request_digest({"instance": str(instance.pk), "action": action, **params})
+    digest = canonical_sha256({"instance": str(instance.pk), "action": action, **params})
     existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
     if existing:
         return existing, False
@@ -482,7 +477,7 @@ def snapshot_restores_in_flight(snapshot: Snapshot):
 
 def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_key: str = "") -> tuple[Operation, bool]:
     check_can_act(user=user, project=snapshot.project)
-    digest = request_digest({"snapshot": str(snapshot.pk), "action": Action.SNAPSHOT_DELETE})
+    digest = canonical_sha256({"snapshot": str(snapshot.pk), "action": Action.SNAPSHOT_DELETE})
     existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
     if existing:
         return existing, False

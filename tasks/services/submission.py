@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project, Role
 from cloudpivot.accounts.selectors import project_role, role_at_least
+from cloudpivot.common import canonical_sha256
 from cloudpivot.exceptions import Conflict, InvalidSpec, PermissionDenied
 from clusters.backends import get_backend
 from clusters.models import CloudConnection
@@ -17,7 +18,7 @@ from clusters.selectors import connections_visible_to
 from tasks import jobs
 from tasks.models import Task
 from tasks.services.lifecycle import event_append
-from tasks.specs import spec_normalize, spec_sha256
+from tasks.specs import spec_normalize
 
 
 def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str = "") -> tuple[Task, bool]:
@@ -26,7 +27,7 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
     The same Idempotency-Key with the same document returns the first task; with another
     document it is a Conflict. The key's scope is the user, whichever token they use.
     """
-    digest = spec_sha256(document) if isinstance(document, dict) else ""
+    digest = canonical_sha256(document) if isinstance(document, dict) else ""
     if idempotency_key:
         existing = _task_for_key(user=user, key=idempotency_key, digest=digest)
         if existing:
