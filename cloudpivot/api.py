@@ -7,10 +7,13 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from cloudpivot.exceptions import ApplicationError
+from cloudpivot.exceptions import ApplicationError, InvalidSpec
+
+IDEMPOTENCY_KEY_MAX = 200  # the models' idempotency_key column
 
 
 def flatten_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
@@ -30,6 +33,17 @@ def flatten_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
                 out += flatten_errors(item, f"{prefix}.{index}" if prefix else str(index))
         return out
     return [{"field": prefix, "message": str(detail)}]
+
+
+def idempotency_key(request: Request) -> str:
+    """The request's Idempotency-Key header ("" without one); see cloudpivot.idempotency for what it does."""
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > IDEMPOTENCY_KEY_MAX:
+        raise InvalidSpec(
+            "Idempotency-Key is too long",
+            errors=[{"field": "Idempotency-Key", "message": f"at most {IDEMPOTENCY_KEY_MAX} characters"}],
+        )
+    return key
 
 
 def error_body(code: str, message: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:

@@ -1,10 +1,8 @@
-"""Small shared pieces: the abstract base model, token hashing and request digests."""
+"""Small shared pieces: the abstract base model and token hashing (request digests: cloudpivot.idempotency)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-from typing import Any
 
 from django.db import models
 
@@ -22,11 +20,3 @@ def sha256_hex(value: str | bytes) -> str:
     if isinstance(value, str):
         value = value.encode()
     return hashlib.sha256(value).hexdigest()
-
-
-def canonical_sha256(document: Any) -> str:
-    """Hash of the canonical JSON form, so whitespace or key order do not make two request bodies differ.
-
-    Idempotency keys compare requests by it (tasks and resource operations)."""
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -8,32 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudpivot.exceptions import ApplicationError, NotFound
+from cloudpivot.exceptions import ApplicationError, cloud_error
 from clusters.backends import get_backend
 from clusters.backends.base import BackendError
 from clusters.models import CloudConnection
 
 
-class CloudUnavailable(ApplicationError):
-    """The cloud could not be asked (unreachable, busy): try again later."""
-
-    code = "cloud_unavailable"
-    status = 503
-
-
-class CloudRefused(ApplicationError):
-    """The cloud answered no (credentials, permissions)."""
-
-    code = "cloud_refused"
-    status = 502
-
-
 def _domain_error(connection: CloudConnection, exc: BackendError) -> ApplicationError:
-    if exc.kind == "not_found":
-        return NotFound(exc.message)
-    if exc.kind == "transient":
-        return CloudUnavailable(f"{connection.cloud_id} did not answer: {exc.message}")
-    return CloudRefused(f"{connection.cloud_id} refused: {exc.message}")
+    return cloud_error(exc, doing=f"asking the {connection.cloud_id} cloud")
 
 
 def cloud_inventory(*, connection: CloudConnection, kind: str) -> dict[str, Any]:

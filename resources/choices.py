@@ -60,3 +60,50 @@ class SnapshotStatus(models.TextChoices):
 OPEN_OPERATION_STATES = (OperationState.PENDING, OperationState.RUNNING)
 # An instance in these statuses holds quota (a failed create that left no server does not: see services).
 NOT_HOLDING = (InstanceStatus.DELETED,)
+
+S = InstanceStatus
+# The state table: the observed statuses from which each action may be asked (Nova's own rules, narrowed).
+# Reboot has two rows (state_table_key): a hard reboot also recovers a stopped, paused or failed server.
+ALLOWED_FROM: dict[str, frozenset[str]] = {
+    Action.START: frozenset({S.STOPPED}),
+    Action.STOP: frozenset({S.RUNNING}),
+    "reboot_soft": frozenset({S.RUNNING}),
+    "reboot_hard": frozenset({S.RUNNING, S.STOPPED, S.PAUSED, S.SUSPENDED, S.FAILED}),
+    Action.PAUSE: frozenset({S.RUNNING}),
+    Action.UNPAUSE: frozenset({S.PAUSED}),
+    Action.SUSPEND: frozenset({S.RUNNING}),
+    Action.RESUME: frozenset({S.SUSPENDED}),
+    Action.SNAPSHOT: frozenset({S.RUNNING, S.STOPPED, S.PAUSED, S.SUSPENDED}),
+    Action.RESTORE: frozenset({S.RUNNING, S.STOPPED}),
+    Action.RESIZE: frozenset({S.RUNNING, S.STOPPED}),
+    Action.DELETE: frozenset({S.PENDING, S.RUNNING, S.PAUSED, S.SUSPENDED, S.STOPPED, S.FAILED, S.BLOCKED, S.UNKNOWN}),
+}
+# The actions asked of an existing instance (create makes one; a snapshot delete acts on a snapshot).
+INSTANCE_ACTIONS = [a for a in Action.values if a not in (Action.CREATE, Action.SNAPSHOT_DELETE)]
+# The power actions and the status that proves each done (the others have their own post-conditions).
+SETTLES_AT: dict[str, str] = {
+    Action.START: S.RUNNING,
+    Action.STOP: S.STOPPED,
+    Action.PAUSE: S.PAUSED,
+    Action.UNPAUSE: S.RUNNING,
+    Action.SUSPEND: S.SUSPENDED,
+    Action.RESUME: S.RUNNING,
+}
+STATUS_BADGE = {
+    S.RUNNING: "green",
+    S.PENDING: "blue",
+    S.STARTING: "blue",
+    S.STOPPING: "blue",
+    S.PAUSED: "amber",
+    S.SUSPENDED: "amber",
+    S.STOPPED: "grey",
+    S.FAILED: "red",
+    S.BLOCKED: "red",
+    S.UNKNOWN: "purple",
+    S.DELETED: "grey",
+}
+
+
+def state_table_key(action: str, params: dict) -> str:
+    """The ALLOWED_FROM row of an action with its parameters (a reboot's row depends on its type)."""
+    return f"reboot_{params.get('type', 'soft')}" if action == Action.REBOOT else action

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from django.db.models import Q, Sum
 
-from cloudpivot.accounts.models import Project, Quota
-from cloudpivot.accounts.quotas import QuotaExceeded, quotas_for
+from cloudpivot.accounts.models import Project
+from cloudpivot.accounts.quotas import quota_scope, quotas_for
+from cloudpivot.exceptions import QuotaExceeded
 from resources.choices import InstanceStatus, SnapshotStatus
 from resources.models import Instance, Snapshot
 
@@ -54,10 +55,6 @@ def instance_usage(*, project_id: int, connection_id: int | None) -> InstanceFoo
     )
 
 
-def _scope(quota: Quota) -> str:
-    return f"on {quota.connection.cloud_id}" if quota.connection_id else "on all clouds"
-
-
 def check_instance_fits(*, project: Project, connection_id: int, asked: InstanceFootprint) -> None:
     """Raise QuotaExceeded naming the resource, the amount asked and what is left. Call under the row locks."""
     for quota in quotas_for(project_id=project.pk, connection_id=connection_id):
@@ -70,7 +67,7 @@ def check_instance_fits(*, project: Project, connection_id: int, asked: Instance
             if want > left:
                 message = (
                     f"quota exceeded: {words} {want}/{left} left "
-                    f"(project {project.slug}'s quota {_scope(quota)} allows {int(limit)})"
+                    f"(project {project.slug}'s quota {quota_scope(quota)} allows {int(limit)})"
                 )
                 raise QuotaExceeded(
                     message,
@@ -91,5 +88,5 @@ def check_snapshot_allowed(*, project: Project, connection_id: int) -> None:
     for quota in quotas_for(project_id=project.pk, connection_id=connection_id):
         for limit_field, words in (("max_snapshots", "snapshots"), ("max_snapshot_gb", "snapshot GB")):
             if getattr(quota, limit_field) == 0:
-                message = f"quota exceeded: {words} 1/0 left (project {project.slug}'s quota {_scope(quota)} is 0)"
+                message = f"quota exceeded: {words} 1/0 left (project {project.slug}'s quota {quota_scope(quota)} is 0)"
                 raise QuotaExceeded(message, errors=[{"field": "action", "message": message}])

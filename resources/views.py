@@ -21,33 +21,26 @@ from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import ApplicationError, NotFound, PermissionDenied
 from clusters.metrics.series import instance_charts
 from resources import selectors, services
-from resources.choices import OPEN_OPERATION_STATES, InstanceStatus, SnapshotStatus
+from resources.choices import (
+    ALLOWED_FROM,
+    OPEN_OPERATION_STATES,
+    STATUS_BADGE,
+    InstanceStatus,
+    SnapshotStatus,
+    state_table_key,
+)
 from resources.models import Instance
-from resources.services.requests import ALLOWED_FROM
 
-BUTTONS = [  # (action, extra params, label, state-table key)
-    ("start", {}, "Start", "start"),
-    ("stop", {}, "Stop", "stop"),
-    ("reboot", {"type": "soft"}, "Reboot", "reboot_soft"),
-    ("reboot", {"type": "hard"}, "Hard reboot", "reboot_hard"),
-    ("pause", {}, "Pause", "pause"),
-    ("unpause", {}, "Unpause", "unpause"),
-    ("suspend", {}, "Suspend", "suspend"),
-    ("resume", {}, "Resume", "resume"),
+BUTTONS = [  # (action, extra params, label); shown where resources.choices.ALLOWED_FROM allows them
+    ("start", {}, "Start"),
+    ("stop", {}, "Stop"),
+    ("reboot", {"type": "soft"}, "Reboot"),
+    ("reboot", {"type": "hard"}, "Hard reboot"),
+    ("pause", {}, "Pause"),
+    ("unpause", {}, "Unpause"),
+    ("suspend", {}, "Suspend"),
+    ("resume", {}, "Resume"),
 ]
-BADGE = {
-    InstanceStatus.RUNNING: "green",
-    InstanceStatus.PENDING: "blue",
-    InstanceStatus.STARTING: "blue",
-    InstanceStatus.STOPPING: "blue",
-    InstanceStatus.PAUSED: "amber",
-    InstanceStatus.SUSPENDED: "amber",
-    InstanceStatus.STOPPED: "grey",
-    InstanceStatus.FAILED: "red",
-    InstanceStatus.BLOCKED: "red",
-    InstanceStatus.UNKNOWN: "purple",
-    InstanceStatus.DELETED: "grey",
-}
 
 
 def _instance_or_404(request: HttpRequest, instance_id: Any) -> Instance:
@@ -63,7 +56,7 @@ def instance_list(request: HttpRequest) -> HttpResponse:
     instances = selectors.instances_visible_to(user=request.user).order_by("-created_at", "-id")
     page = Paginator(instances, 25).get_page(request.GET.get("page"))
     for instance in page.object_list:
-        instance.badge = BADGE.get(instance.status, "grey")
+        instance.badge = STATUS_BADGE.get(instance.status, "grey")
     return render(request, "resources/instance_list.html", {"page": page})
 
 
@@ -73,12 +66,12 @@ def _detail_context(request: HttpRequest, instance: Instance) -> dict[str, Any]:
     idle = can_act and in_flight is None and instance.status != InstanceStatus.DELETED and bool(instance.server_id)
     buttons = [
         {"action": action, "params": params, "label": label}
-        for action, params, label, key in BUTTONS
-        if idle and instance.status in ALLOWED_FROM[key]
+        for action, params, label in BUTTONS
+        if idle and instance.status in ALLOWED_FROM[state_table_key(action, params)]
     ]
     return {
         "instance": instance,
-        "badge": BADGE.get(instance.status, "grey"),
+        "badge": STATUS_BADGE.get(instance.status, "grey"),
         "in_flight": in_flight,
         "can_act": can_act,
         "buttons": buttons,

@@ -24,6 +24,8 @@ TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.TIMED_OUT})
 # States in which an attempt may be executing in a cloud.
 EXECUTING = frozenset({S.SUBMITTING, S.STARTING, S.RUNNING, S.CANCELLING, S.UNKNOWN})
 ACTIVE = frozenset(set(S) - TERMINAL)
+# States that hold quota: everything admitted and not finished (UNKNOWN may still run).
+HOLDS_QUOTA = frozenset(ACTIVE - {S.PENDING})
 
 _ENDINGS = {S.SUCCEEDED, S.FAILED, S.RETRY_WAIT, S.CANCELLING, S.UNKNOWN, S.TIMED_OUT}
 TRANSITIONS: dict[str, frozenset[str]] = {

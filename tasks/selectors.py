@@ -10,8 +10,10 @@ from django.db import models
 from django.db.models import QuerySet
 
 from cloudpivot.accounts.models import Membership, Role
+from cloudpivot.accounts.quotas import Footprint, task_footprint
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import NotFound, PermissionDenied
+from tasks.choices import HOLDS_QUOTA
 from tasks.models import Task
 
 
@@ -58,3 +60,14 @@ def task_queue_position(*, task: Task) -> int | None:
         models.Q(created_at__lt=task.created_at) | models.Q(created_at=task.created_at, id__lt=task.id)
     )
     return ahead.count() + 1
+
+
+def task_quota_usage(*, project_id: int, connection_id: int | None) -> Footprint:
+    """What the project's admitted, unfinished tasks hold (on one connection, or on all)."""
+    tasks = Task.objects.filter(project_id=project_id, state__in=HOLDS_QUOTA)
+    if connection_id is not None:
+        tasks = tasks.filter(connection_id=connection_id)
+    total = Footprint()
+    for spec in tasks.values_list("normalized", flat=True):
+        total = total + task_footprint(spec)
+    return total

@@ -1,7 +1,8 @@
-"""Quota arithmetic: what a task asks for, what a project uses, and which limit holds a task back.
+"""Quota arithmetic: what a task asks for, and which limit holds a task back.
 
 Admission is a queue, not a wall (DESIGN §2): a task that does not fit now waits with the
-reason; a task that could never fit is refused at submission.
+reason; a task that could never fit is refused at submission. accounts is the lowest app, so what
+a project's tasks hold now is counted by tasks (tasks.selectors.task_quota_usage), not here.
 """
 
 from __future__ import annotations
@@ -13,17 +14,7 @@ from typing import Any
 from django.db.models import Q
 
 from cloudpivot.accounts.models import Project, Quota
-from cloudpivot.exceptions import ApplicationError
-
-# Task states that hold quota: everything admitted and not finished (UNKNOWN may still run).
-HOLDING_STATES = ("SUBMITTING", "STARTING", "RUNNING", "RETRY_WAIT", "CANCELLING", "UNKNOWN")
-
-
-class QuotaExceeded(ApplicationError):
-    """The request can never fit the limits (asking more than the whole quota)."""
-
-    code = "quota_exceeded"
-    status = 422
+from cloudpivot.exceptions import QuotaExceeded
 
 
 @dataclass
@@ -68,25 +59,13 @@ def quotas_for(*, project_id: int, connection_id: int) -> list[Quota]:
     )
 
 
-def usage(*, project_id: int, connection_id: int | None) -> Footprint:
-    """What the project's admitted, unfinished tasks hold (on one connection, or on all)."""
-    from tasks.models import Task
-
-    tasks = Task.objects.filter(project_id=project_id, state__in=HOLDING_STATES)
-    if connection_id is not None:
-        tasks = tasks.filter(connection_id=connection_id)
-    total = Footprint()
-    for spec in tasks.values_list("normalized", flat=True):
-        total = total + task_footprint(spec)
-    return total
-
-
 def _amount(value: Any) -> str:
     """4, 0.5, 2048: no trailing zeros."""
     return f"{Decimal(str(value)).normalize():f}"
 
 
-def _scope(quota: Quota) -> str:
+def quota_scope(quota: Quota) -> str:
+    """Where a quota holds, in words for messages: "on kube-a" or "on all clouds"."""
     return f"on {quota.connection.cloud_id}" if quota.connection_id else "on all clouds"
 
 
@@ -98,7 +77,7 @@ def check_can_ever_fit(*, project: Project, connection_id: int, footprint: Footp
             if limit is not None and asked > limit:
                 asked, limit = _amount(asked), _amount(limit)
                 message = (
-                    f"the task asks {asked} {words} but project {project.slug}'s quota {_scope(quota)} "
+                    f"the task asks {asked} {words} but project {project.slug}'s quota {quota_scope(quota)} "
                     f"allows at most {limit}"
                 )
                 raise QuotaExceeded(
@@ -118,7 +97,7 @@ def blocking_limit(
             limit = getattr(quota, limit_field)
             if limit is not None and getattr(held, amount_field) + getattr(footprint, amount_field) > limit:
                 return (
-                    f"waiting: project {project.slug} quota {_scope(quota)}: "
+                    f"waiting: project {project.slug} quota {quota_scope(quota)}: "
                     f"{_amount(getattr(held, amount_field))}/{_amount(limit)} {words} in use"
                 )
     return ""

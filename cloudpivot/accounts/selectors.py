@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from cloudpivot.accounts.models import ROLE_RANK, Membership, Project, Role
+from cloudpivot.exceptions import InvalidSpec, PermissionDenied
 
 
 def projects_visible_to(*, user: AbstractBaseUser) -> QuerySet[Project]:
@@ -24,3 +25,41 @@ def project_role(*, user: AbstractBaseUser, project: Project) -> str | None:
 
 def role_at_least(role: str | None, needed: str) -> bool:
     return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
+
+
+def project_for_submission(*, user: AbstractBaseUser, connection: Model, slug: str | None) -> Project:
+    """The project a request (a task, an instance) is made in: the named one, or else the only project
+    through which the user may submit to this connection.
+
+    `connection` is a clusters CloudConnection; accounts sits below clusters, so it is read only through
+    the projects' side of the grant (`Project.connections`) and its `cloud_id`, never imported.
+    """
+    cloud_id = connection.cloud_id
+    if slug:
+        project = Project.objects.filter(slug=slug).first()
+        role = project_role(user=user, project=project) if project else None
+        if project is None or role is None:
+            raise InvalidSpec(
+                f"unknown project '{slug}'",
+                errors=[{"field": "project", "message": f"you are not a member of a project '{slug}'"}],
+            )
+        if not role_at_least(role, Role.SUBMITTER):
+            raise PermissionDenied(f"your role in {slug} is {role}; submitting needs submitter or admin")
+        if not project.connections.filter(pk=connection.pk).exists():
+            raise InvalidSpec(
+                f"project {slug} may not use cloud {cloud_id}",
+                errors=[{"field": "cloud", "message": f"project {slug} may not use cloud {cloud_id}"}],
+            )
+        return project
+    candidates = [
+        p
+        for p in Project.objects.filter(connections=connection.pk)
+        if role_at_least(project_role(user=user, project=p), Role.SUBMITTER)
+    ]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise PermissionDenied(f"none of your projects lets you submit to {cloud_id}")
+    names = ", ".join(p.slug for p in candidates)
+    message = f"you may submit to {cloud_id} through several projects ({names}); name one"
+    raise InvalidSpec("name a project", errors=[{"field": "project", "message": message}])

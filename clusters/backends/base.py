@@ -9,22 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from cloudpivot.exceptions import BackendError, ErrorKind
 from clusters.models import CloudConnection
 
-ErrorKind = Literal["auth", "quota", "not_found", "invalid_spec", "transient"]
-
-
-class BackendError(Exception):
-    """A cloud said no, in words. Only `transient` errors are worth retrying."""
-
-    def __init__(self, message: str, *, kind: ErrorKind = "transient") -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-
-    @property
-    def permanent(self) -> bool:
-        return self.kind != "transient"
+# The cloud errors are declared with their API mapping (cloudpivot.exceptions.cloud_error); backends import them here.
+__all__ = [
+    "AttemptRef",
+    "BackendError",
+    "ErrorKind",
+    "ExecutionBackend",
+    "ExternalRef",
+    "Health",
+    "LogPiece",
+    "Observation",
+]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from cloudpivot.accounts.models import Quota
-from cloudpivot.accounts.quotas import HOLDING_STATES, LIMITS, Footprint, task_footprint
+from cloudpivot.accounts.quotas import LIMITS, Footprint, task_footprint
 from clusters.models import CloudConnection
 
 # Attempt states in which an execution may be live in a cloud.
@@ -103,11 +103,12 @@ def quota_figures() -> list[QuotaFigure]:
 
     One pass over the holding tasks (the same arithmetic as admission, cloudpivot.accounts.quotas).
     """
+    from tasks.choices import HOLDS_QUOTA
     from tasks.models import Task
 
     used: dict[tuple[int, int | None], Footprint] = defaultdict(Footprint)
     slugs: dict[int, str] = {}
-    holding = Task.objects.filter(state__in=HOLDING_STATES).order_by()
+    holding = Task.objects.filter(state__in=HOLDS_QUOTA).order_by()
     for project_id, slug, connection_id, spec in holding.values_list(
         "project_id", "project__slug", "connection_id", "normalized"
     ):

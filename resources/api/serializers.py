@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from resources.choices import INSTANCE_ACTIONS
 from resources.models import Instance, Operation, Snapshot
-from resources.services.requests import INSTANCE_ACTIONS
 
 
 class OperationSerializer(serializers.ModelSerializer):

@@ -10,7 +10,8 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from cloudpivot.exceptions import InvalidSpec
+from cloudpivot.api import idempotency_key
+from cloudpivot.exceptions import InvalidState, UnsupportedAction, cloud_error
 from resources import selectors
 from resources.api.serializers import (
     ConsoleSerializer,
@@ -25,7 +26,6 @@ from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
 from resources.models import Instance, Operation, Snapshot
 from resources.services import instance_action, instance_create, snapshot_delete
-from resources.services.requests import CloudUnavailable, InvalidState, UnsupportedAction
 
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)
 
@@ -35,15 +35,6 @@ class NewestFirst(CursorPagination):
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 500
-
-
-def idempotency_key(request: Request) -> str:
-    key = request.headers.get("Idempotency-Key", "").strip()
-    if len(key) > 200:
-        raise InvalidSpec(
-            "Idempotency-Key is too long", errors=[{"field": "Idempotency-Key", "message": "at most 200 characters"}]
-        )
-    return key
 
 
 def validated(serializer_class, data) -> dict:
@@ -114,7 +105,7 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
         except Unsupported as exc:  # the backend has no such thing (KubeVirt: a live console only)
             raise UnsupportedAction(exc.message) from None
         except BackendError as exc:
-            raise CloudUnavailable(exc.message) from None
+            raise cloud_error(exc, doing="reading the console log") from None
         return Response({"output": output})
 
 

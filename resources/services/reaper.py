@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from resources import jobs
+from resources import dispatch
 from resources.audit import audit_system
 from resources.backends.base import BackendError, Unsupported
 from resources.choices import InstanceStatus, OperationState
@@ -92,5 +92,5 @@ def _requeue_pending() -> int:
         # updated_at marks the re-enqueue: a queue that is only slow is not flooded every minute
         Operation.objects.filter(pk__in=stale).update(updated_at=timezone.now())
         for pk in stale:
-            transaction.on_commit(lambda pk=pk: jobs.enqueue_operation(str(pk)))
+            transaction.on_commit(lambda pk=pk: dispatch.enqueue_operation(str(pk)))
     return len(stale)

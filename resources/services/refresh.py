@@ -17,7 +17,7 @@ from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
 from resources.choices import OPEN_OPERATION_STATES, InstanceStatus
 from resources.models import Instance
-from resources.services.run import _reason
+from resources.services.run import server_reason
 
 
 def instances_refresh() -> str:
@@ -72,7 +72,7 @@ def _observe(instance: Instance, view, backend) -> int:
             details={"server_id": instance.server_id, "was": instance.status, "reason": reason},
         )
         return 1
-    reason = _reason(view)
+    reason = server_reason(view)
     if view.status == instance.status and reason == instance.status_reason:
         _as_read(instance).update(observed_at=now)
         return 0

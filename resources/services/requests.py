@@ -17,66 +17,47 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from cloudpivot.accounts.models import Project
-from cloudpivot.common import canonical_sha256
-from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec, PermissionDenied
+from cloudpivot.accounts.selectors import project_for_submission
+from cloudpivot.exceptions import (
+    ApplicationError,
+    Conflict,
+    InvalidSpec,
+    InvalidState,
+    PermissionDenied,
+    UnsupportedAction,
+    cloud_error,
+)
+from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from clusters.models import CloudConnection
-from resources import jobs, quotas
+from clusters.selectors import connection_for_user
+from resources import dispatch, quotas
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
-from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, PowerState
+from resources.choices import (
+    ALLOWED_FROM,
+    INSTANCE_ACTIONS,
+    OPEN_OPERATION_STATES,
+    Action,
+    InstanceStatus,
+    OperationState,
+    PowerState,
+    state_table_key,
+)
 from resources.choices import SnapshotStatus as SS
 from resources.models import Instance, Operation, Snapshot
 from resources.selectors import check_can_act
-from tasks.services.submission import _connection_for, _project_for
-
-S = InstanceStatus
-# The state table: the observed statuses from which each action may be asked (Nova's own rules, narrowed).
-ALLOWED_FROM: dict[str, set[str]] = {
-    Action.START: {S.STOPPED},
-    Action.STOP: {S.RUNNING},
-    "reboot_soft": {S.RUNNING},
-    "reboot_hard": {S.RUNNING, S.STOPPED, S.PAUSED, S.SUSPENDED, S.FAILED},
-    Action.PAUSE: {S.RUNNING},
-    Action.UNPAUSE: {S.PAUSED},
-    Action.SUSPEND: {S.RUNNING},
-    Action.RESUME: {S.SUSPENDED},
-    Action.SNAPSHOT: {S.RUNNING, S.STOPPED, S.PAUSED, S.SUSPENDED},
-    Action.RESTORE: {S.RUNNING, S.STOPPED},
-    Action.RESIZE: {S.RUNNING, S.STOPPED},
-    Action.DELETE: {S.PENDING, S.RUNNING, S.PAUSED, S.SUSPENDED, S.STOPPED, S.FAILED, S.BLOCKED, S.UNKNOWN},
-}
-INSTANCE_ACTIONS = [a for a in Action.values if a not in (Action.CREATE, Action.SNAPSHOT_DELETE)]
-
-
-class UnsupportedAction(ApplicationError):
-    """The backend cannot do this (e.g. purge volumes where there is no block storage)."""
-
-    code = "unsupported"
-    status = 422
-
-
-class CloudUnavailable(ApplicationError):
-    """A read the request needed did not get an answer from the cloud."""
-
-    code = "cloud_unavailable"
-    status = 503
-
-
-class InvalidState(Conflict):
-    code = "invalid_state"
 
 
 # ---------------------------------------------------------------------------- idempotency
 def _operation_for_key(*, user: AbstractBaseUser, key: str, digest: str) -> Operation | None:
-    if not key:
-        return None
-    operation = Operation.objects.filter(requested_by=user, idempotency_key=key).first()
-    if operation is not None and operation.request_sha256 != digest:
-        raise Conflict(
-            "this Idempotency-Key was already used with a different request; use a new key for a new action",
-            code="idempotency_key_reused",
-        )
-    return operation
+    return replay_for_key(
+        Operation.objects.filter(requested_by=user),
+        key=key,
+        digest=digest,
+        digest_field="request_sha256",
+        what="request",
+        new="action",
+    )
 
 
 class _Replayed(Exception):
@@ -100,7 +81,7 @@ def _save_operation(*, user, key: str, digest: str, make) -> tuple[Operation, bo
     try:
         with transaction.atomic():
             operation = make()
-            transaction.on_commit(lambda: jobs.enqueue_operation(str(operation.pk)))
+            transaction.on_commit(lambda: dispatch.enqueue_operation(str(operation.pk)))
             return operation, True
     except _Replayed as replay:
         return replay.operation, False
@@ -125,13 +106,11 @@ def _backend(connection: CloudConnection):
 
 
 def _cloud_read(what: str, field: str, function, *args):
-    """A read the request needs (a flavor's size, an image id); a cloud refusal is the caller's 4xx."""
+    """A read the request needs (a flavor's size, an image id); what the cloud does not have is `field`'s 400."""
     try:
         return function(*args)
     except BackendError as exc:
-        if exc.kind == "not_found" or exc.kind == "invalid_spec":
-            raise InvalidSpec(exc.message, errors=[{"field": field, "message": exc.message}]) from None
-        raise CloudUnavailable(f"{what}: {exc.message}") from None
+        raise cloud_error(exc, doing=what, field=field) from None
 
 
 def _check_site_limits(flavor) -> None:
@@ -171,10 +150,10 @@ def instance_create(
             raise _foreign_project(snapshot, data["project"])
         check_can_act(user=user, project=snapshot.project)
         # the same grant check as any create: a project that lost the connection restores nothing onto it
-        project = _project_for(user=user, connection=connection, slug=snapshot.project.slug)
+        project = project_for_submission(user=user, connection=connection, slug=snapshot.project.slug)
     else:
-        connection = _connection_for(user=user, cloud_id=data["cloud"])
-        project = _project_for(user=user, connection=connection, slug=data.get("project"))
+        connection = connection_for_user(user=user, cloud_id=data["cloud"])
+        project = project_for_submission(user=user, connection=connection, slug=data.get("project"))
     backend = _backend(connection)
     if snapshot is not None:
         _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
@@ -361,8 +340,7 @@ def _check_state(instance: Instance, action: str, params: dict[str, Any]) -> Non
             f"instance {instance.name} has a {instance.operation.action} operation in flight "
             f"({instance.operation.pk}); wait for it to finish"
         )
-    key = f"reboot_{params.get('type', 'soft')}" if action == Action.REBOOT else action
-    allowed = ALLOWED_FROM[key]
+    allowed = ALLOWED_FROM[state_table_key(action, params)]
     if instance.status not in allowed:
         raise InvalidState(
             f"cannot {action.replace('_', ' ')} instance {instance.name} while it is {instance.status}; "
@@ -422,7 +400,7 @@ def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> 
         try:
             has_block_storage = backend.has_block_storage
         except BackendError as exc:
-            raise CloudUnavailable(f"reading the catalog: {exc.message}") from None
+            raise cloud_error(exc, doing="reading the catalog") from None
         if volumes == "purge":
             message = (
                 f"the {instance.connection.cloud_id} cloud has no block-storage (Cinder) service, so this instance "

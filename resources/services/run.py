@@ -18,9 +18,10 @@ from django.utils import timezone
 
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
-from resources.choices import Action, InstanceStatus, OperationState, SnapshotStatus
+from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, SnapshotStatus
 from resources.cloud_quota import quota_message
 from resources.models import Instance, Operation, Snapshot
+from resources.services.snapshots import snapshots_prune_over_quota
 
 S = InstanceStatus
 logger = logging.getLogger(__name__)
@@ -119,18 +120,10 @@ class Runner:
         if action == Action.SNAPSHOT_DELETE:
             return self.snapshot_delete()
         server = self.instance.server_id
-        simple: dict[str, tuple[Callable[[str], None], str]] = {
-            Action.START: (self.backend.start, S.RUNNING),
-            Action.STOP: (self.backend.stop, S.STOPPED),
-            Action.PAUSE: (self.backend.pause, S.PAUSED),
-            Action.UNPAUSE: (self.backend.unpause, S.RUNNING),
-            Action.SUSPEND: (self.backend.suspend, S.SUSPENDED),
-            Action.RESUME: (self.backend.resume, S.RUNNING),
-        }
-        if action in simple:
-            call, wanted = simple[action]
+        if action in SETTLES_AT:  # the backend method has the action's name
+            call: Callable[[str], None] = getattr(self.backend, action)
             call(server)
-            view = self.wait_status(wanted)
+            view = self.wait_status(SETTLES_AT[action])
             return {"observed": view.evidence}
         if action == Action.REBOOT:
             self.backend.reboot(server, hard=params.get("type") == "hard")
@@ -185,8 +178,6 @@ class Runner:
         Snapshot.objects.filter(pk=snapshot.pk).update(
             status=SnapshotStatus.AVAILABLE, size_bytes=image.size_bytes, status_reason=""
         )
-        from resources.services.snapshots import snapshots_prune_over_quota
-
         pruned = snapshots_prune_over_quota(project=self.operation.project, connection=self.connection, keep=snapshot)
         return {"image_id": image_id, "size_bytes": image.size_bytes, "pruned": pruned}
 
@@ -278,7 +269,7 @@ class Runner:
         self.last_view = view
         if view is not None:
             Instance.objects.filter(pk=self.instance.pk).update(
-                status=view.status, status_reason=_reason(view), observed_at=timezone.now()
+                status=view.status, status_reason=server_reason(view), observed_at=timezone.now()
             )
         return view
 
@@ -350,13 +341,14 @@ class Runner:
             elif view is None and self.instance.server_id and self.operation.error_kind == "not_found":
                 updates.update(status=S.UNKNOWN, status_reason=message)
             elif view is not None and view.raw_status == "ERROR":
-                updates.update(status=S.FAILED, status_reason=_reason(view))
+                updates.update(status=S.FAILED, status_reason=server_reason(view))
         # only the Operation the instance's pointer names settles it: a snapshot delete (which points at the
         # snapshot's instance but never holds it) must not free the instance while another action runs
         Instance.objects.filter(pk=self.instance.pk, operation_id=self.operation.pk).update(**updates)
 
 
-def _reason(view: ServerView) -> str:
+def server_reason(view: ServerView) -> str:
+    """An instance's status reason in words from one observation: "Nova: ERROR (spawning): <fault>"."""
     words = f"{view.source}: {view.raw_status}"
     if view.task_state:
         words += f" ({view.task_state})"

@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from cloudpivot.accounts.models import Project, Quota
-from cloudpivot.accounts.quotas import quotas_for
+from cloudpivot.accounts.quotas import quota_scope, quotas_for
 from clusters.models import CloudConnection
 from resources.audit import audit_system
 from resources.backends import get_instance_backend
@@ -66,7 +66,7 @@ def snapshots_prune_expired() -> int:
 
 
 def _scope(quota: Quota) -> str:
-    return f"project {quota.project.slug} on {quota.connection.cloud_id if quota.connection_id else 'all clouds'}"
+    return f"project {quota.project.slug} {quota_scope(quota)}"
 
 
 def _unused(rows):

@@ -12,6 +12,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import InvalidSpec
 from tasks import selectors, services
 from tasks.api.parsers import YAMLParser
@@ -73,13 +74,9 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
                 f"the task document is {size} bytes; at most {settings.SPEC_MAX_BYTES} are accepted",
                 errors=[{"field": "", "message": f"request body too large ({size} bytes)"}],
             )
-        key = request.headers.get("Idempotency-Key", "").strip()
-        if len(key) > 200:
-            raise InvalidSpec(
-                "Idempotency-Key is too long",
-                errors=[{"field": "Idempotency-Key", "message": "at most 200 characters"}],
-            )
-        task, created = services.task_submit(user=request.user, document=request.data, idempotency_key=key)
+        task, created = services.task_submit(
+            user=request.user, document=request.data, idempotency_key=idempotency_key(request)
+        )
         return Response(
             self.get_serializer(task).data,
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,

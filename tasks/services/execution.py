@@ -19,6 +19,7 @@ from clusters.models import CloudConnection
 from tasks import credentials, jobs
 from tasks.choices import (
     EXECUTING,
+    HOLDS_QUOTA,
     TERMINAL,
     AttemptState,
     CleanupState,
@@ -27,6 +28,7 @@ from tasks.choices import (
     retry_backoff_seconds,
 )
 from tasks.models import Attempt, Task
+from tasks.selectors import task_quota_usage
 from tasks.services.lifecycle import event_append, task_lock, task_transition
 
 logger = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ def connection_admit(*, connection_id: int, limit: int = 100) -> int:
             return 0
         project_ids = sorted({task.project_id for task in pending})
         list(Project.objects.select_for_update().filter(pk__in=project_ids).order_by("pk"))
-        active = Task.objects.filter(connection=connection, state__in=quotas.HOLDING_STATES).count()
+        active = Task.objects.filter(connection=connection, state__in=HOLDS_QUOTA).count()
         ledger = {pid: _QuotaLedger(pid, connection.pk) for pid in project_ids}
         admitted, blocked = 0, {}
         for task in pending:
@@ -111,7 +113,7 @@ class _QuotaLedger:
     def __init__(self, project_id: int, connection_id: int) -> None:
         self.quotas = quotas.quotas_for(project_id=project_id, connection_id=connection_id)
         self.used = {
-            q.connection_id: quotas.usage(project_id=project_id, connection_id=q.connection_id) for q in self.quotas
+            q.connection_id: task_quota_usage(project_id=project_id, connection_id=q.connection_id) for q in self.quotas
         }
 
     def blocking(self, footprint: quotas.Footprint, project: Project) -> str:

@@ -12,6 +12,7 @@ from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import ApiToken, Project, Quota
 from cloudpivot.accounts.selectors import project_role, projects_visible_to
 from cloudpivot.accounts.services import api_token_create, api_token_revoke
+from tasks.selectors import task_quota_usage
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
@@ -70,7 +71,7 @@ class QuotaSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_used(self, quota: Quota) -> dict:
-        return _footprint(quotas.usage(project_id=quota.project_id, connection_id=quota.connection_id))
+        return _footprint(task_quota_usage(project_id=quota.project_id, connection_id=quota.connection_id))
 
 
 class ProjectSerializer(serializers.ModelSerializer):
