@@ -56,7 +56,7 @@ SDK_HOMES = {
     "keystoneauth1": "clusters.backends.openstack",
 }
 
-# What other issue-14 branches are fixing (see the module docstring). Keys are the exact violation lines.
+# What other issue-14 branches are fixing (see the module docstring), keyed by the start of the violation line.
 PENDING_CYCLES = {
     "tasks.jobs → tasks.services.": "arch-tasks (a tasks dispatch module)",
     "resources.backends.kubernetes_tagged → resources.backends.tagged → ": "arch-clouds (listers move to orphans)",
