@@ -193,6 +193,12 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # JSON within the document limits (cloudpivot/documents.py): deep nesting is a 400, not a RecursionError
+    "DEFAULT_PARSER_CLASSES": [
+        "cloudpivot.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CloudPivot API",
