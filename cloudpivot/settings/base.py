@@ -64,6 +64,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "cloudpivot.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -75,6 +76,18 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "cloudpivot.accounts.audit.AuditMiddleware",
 ]
+
+# Scripts, styles, images and connections (websockets included) only from this server; never framed.
+CONTENT_SECURITY_POLICY = env.str(
+    "CLOUDPIVOT_CONTENT_SECURITY_POLICY",
+    default="default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'self'; frame-ancestors 'none'",
+)
+_DOCS_POLICY = (  # Swagger UI and Redoc start from inline scripts; Redoc runs a worker from a blob
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; worker-src 'self' blob:; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'"
+)
+CONTENT_SECURITY_POLICY_OVERRIDES = {"/api/docs/": _DOCS_POLICY, "/api/redoc/": _DOCS_POLICY}
 
 ROOT_URLCONF = "cloudpivot.urls"
 ASGI_APPLICATION = "cloudpivot.asgi.application"
@@ -214,6 +227,8 @@ SPECTACULAR_SETTINGS = {
 # Local accounts (username/password) suit small installs; with CLOUDPIVOT_LOCAL_ACCOUNTS=false people log in
 # through a provider only, and a superuser's password works at /admin/login/ alone (docs/auth.md).
 CLOUDPIVOT_LOCAL_ACCOUNTS = env.bool("CLOUDPIVOT_LOCAL_ACCOUNTS", default=True)
+# Whether people may create their own local account on the login page (closed by default in production).
+CLOUDPIVOT_SIGNUP_OPEN = env.bool("CLOUDPIVOT_SIGNUP_OPEN", default=True)
 # The backends read CLOUDPIVOT_LOCAL_ACCOUNTS on each attempt (cloudpivot/accounts/backends.py).
 AUTHENTICATION_BACKENDS = [
     "cloudpivot.accounts.backends.LocalPasswordBackend",
