@@ -276,6 +276,12 @@ INSTALLATION_ID = env.str("CLOUDPIVOT_INSTALLATION_ID", default="default")
 
 # ---------------------------------------------------------------- metrics (docs/metrics.md)
 # How long samples are kept, per resolution: raw, 15-minute averages, hourly averages.
+# Retention (cloudpivot/retention.py): archived to RETENTION_ARCHIVE_DIR, then deleted; 0 keeps for ever.
+RETENTION_TASK_DAYS = env.float("CLOUDPIVOT_RETENTION_TASK_DAYS", default=90)
+RETENTION_AUDIT_DAYS = env.float("CLOUDPIVOT_RETENTION_AUDIT_DAYS", default=365)
+RETENTION_OPERATION_DAYS = env.float("CLOUDPIVOT_RETENTION_OPERATION_DAYS", default=365)
+RETENTION_BOOTSTRAP_SECRET_DAYS = env.float("CLOUDPIVOT_RETENTION_BOOTSTRAP_SECRET_DAYS", default=1)
+RETENTION_ARCHIVE_DIR = Path(env.str("CLOUDPIVOT_RETENTION_ARCHIVE_DIR", default=str(VAR_DIR / "archive")))
 METRICS_RAW_RETENTION_HOURS = env.float("CLOUDPIVOT_METRICS_RAW_RETENTION_HOURS", default=24)
 METRICS_15M_RETENTION_DAYS = env.float("CLOUDPIVOT_METRICS_15M_RETENTION_DAYS", default=30)
 METRICS_1H_RETENTION_DAYS = env.float("CLOUDPIVOT_METRICS_1H_RETENTION_DAYS", default=365)
