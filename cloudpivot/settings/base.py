@@ -15,7 +15,21 @@ from cloudpivot.social_env import providers_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env.str("CLOUDPIVOT_VAR_DIR", default=str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _private(path: Path, mode: int) -> None:
+    """var/ holds the secret key, the database and task state: only this user may look (docs/security.md).
+
+    Tasks on the `local` cloud may run as another user (CLOUDPIVOT_RUN_AS); they must not read these.
+    """
+    try:
+        path.chmod(mode)
+    except PermissionError:  # not ours (a shared directory someone chose): leave it as its owner set it
+        pass
+
+
+VAR_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+_private(VAR_DIR, 0o700)
 
 
 def _local_secret_key() -> str:
@@ -113,6 +127,14 @@ TEMPLATES = [
 # write lock up front, so two writers queue on the busy timeout instead of failing midway.
 SQLITE_PATH = VAR_DIR / "cloudpivot.sqlite3"
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and DATABASES["default"]["NAME"] != ":memory:":
+    # SQLite gives its -wal and -shm files the database file's mode, so 0600 here covers all three.
+    _database = Path(DATABASES["default"]["NAME"])
+    if _database.parent.is_dir():
+        _database.touch(mode=0o600)
+        for _file in (_database, Path(f"{_database}-wal"), Path(f"{_database}-shm")):
+            if _file.exists():
+                _private(_file, 0o600)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 30,

@@ -125,3 +125,19 @@ def test_bootstrap_prints_the_admin_password_only_when_it_creates_it(db, setting
     call_command("bootstrap_demo", stdout=second)
     assert "password: " in first.getvalue()
     assert "password: " not in second.getvalue() and "admin-password" in second.getvalue()
+
+
+@pytest.mark.e2e
+def test_var_and_the_database_files_are_private(tmp_path):
+    import stat
+
+    var = tmp_path / "var"
+    var.mkdir(mode=0o755)
+    result = manage(
+        "migrate", "--noinput", CLOUDPIVOT_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="cloudpivot.settings.base"
+    )
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE(var.stat().st_mode) == 0o700
+    for name in ("cloudpivot.sqlite3", "cloudpivot.sqlite3-wal", "cloudpivot.sqlite3-shm", "secret_key"):
+        if (var / name).exists() or name == "cloudpivot.sqlite3":
+            assert stat.S_IMODE((var / name).stat().st_mode) == 0o600, name
