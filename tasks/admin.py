@@ -1,10 +1,18 @@
 """Operators' view of tasks. State fields are read-only: actions call the same services as the API."""
 
 from django.contrib import admin, messages
+from django_q.models import Failure, OrmQ, Schedule, Success
 
 from cloudpivot.exceptions import ApplicationError
 from tasks import services
+from tasks.choices import TERMINAL, CleanupState
 from tasks.models import Attempt, Task, TaskEvent
+
+
+def deletable(queryset):
+    """Ended tasks whose attempts left nothing in a cloud: deleting any other row would leave its program, pod or
+    server running with nobody to stop or clean it up (cancel it first)."""
+    return queryset.filter(state__in=TERMINAL).exclude(attempts__cleanup_state=CleanupState.PENDING)
 
 
 class AttemptInline(admin.TabularInline):
@@ -77,6 +85,11 @@ class TaskAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and not deletable(Task.objects.filter(pk=obj.pk)).exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
     def _apply(self, request, queryset, service, verb: str) -> None:
         done = 0
         for task in queryset:
@@ -102,3 +115,31 @@ class TaskAdmin(admin.ModelAdmin):
     @admin.action(description="Retry the selected tasks")
     def retry(self, request, queryset):
         self._apply(request, queryset, services.task_retry, "Retried")
+
+
+# ---------------------------------------------------------------------------- django-q2's own models
+# A schedule names any importable callable with any arguments, and a queued job's payload is one: whoever may
+# write them can run code as the server. So only superusers change them (docs/security.md); staff may look.
+def _superuser_writes_only(admin_class: type[admin.ModelAdmin]) -> type[admin.ModelAdmin]:
+    class SuperuserWritesOnly(admin_class):
+        def has_add_permission(self, request, *args) -> bool:
+            return request.user.is_superuser and super().has_add_permission(request, *args)
+
+        def has_change_permission(self, request, obj=None) -> bool:
+            return request.user.is_superuser and super().has_change_permission(request, obj)
+
+        def has_delete_permission(self, request, obj=None) -> bool:
+            return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+        def get_actions(self, request):
+            return super().get_actions(request) if request.user.is_superuser else {}
+
+    SuperuserWritesOnly.__name__ = SuperuserWritesOnly.__qualname__ = f"SuperuserWritesOnly{admin_class.__name__}"
+    return SuperuserWritesOnly
+
+
+for _model in (Schedule, Failure, Success, OrmQ):
+    if admin.site.is_registered(_model):
+        _registered = type(admin.site.get_model_admin(_model))
+        admin.site.unregister(_model)
+        admin.site.register(_model, _superuser_writes_only(_registered))

@@ -11,9 +11,10 @@ import json
 import uuid
 from typing import Any
 
-import yaml
 from django import forms
+from django.conf import settings
 
+from cloudpivot.documents import DocumentError, load_json_or_yaml
 from tasks.models import Task
 from tasks.portal import task_document
 
@@ -63,7 +64,7 @@ class TaskSubmitForm(SpecErrorsMixin, forms.Form):
     retry_limit = forms.IntegerField(
         label="Retry limit", initial=0, help_text="How often a failed run is retried automatically."
     )
-    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False)
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=200)
 
     def __init__(self, *args: Any, clouds: list[str], projects: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -121,19 +122,20 @@ class TaskDocumentForm(SpecErrorsMixin, forms.Form):
         label="Task document (JSON or YAML)",
         widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false", "autocapitalize": "off", "class": "mono"}),
     )
-    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False)
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=200)
 
     def clean_document(self) -> dict[str, Any]:
         text = self.cleaned_data["document"]
+        size = len(text.encode())
+        if size > settings.SPEC_MAX_BYTES:
+            raise forms.ValidationError(
+                f"The document is {size} bytes; at most {settings.SPEC_MAX_BYTES} are accepted."
+            )
         try:
-            value = json.loads(text)
-        except ValueError:
-            try:
-                value = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-                raise forms.ValidationError(f"Neither JSON nor YAML{where}: {getattr(exc, 'problem', exc)}") from None
+            value = load_json_or_yaml(text)
+        except DocumentError as exc:
+            message = f"Neither JSON nor YAML{exc.where}: {exc.problem}" if exc.syntax else f"{exc}."
+            raise forms.ValidationError(message) from None
         if not isinstance(value, dict):
             raise forms.ValidationError('The document must be a mapping (a JSON object), e.g. {"cloud": …}.')
         return value

@@ -45,12 +45,6 @@ class StringMapField(serializers.DictField):
         return super().to_internal_value(data)
 
 
-class ResourcesSerializer(serializers.Serializer):
-    cpu = serializers.FloatField(min_value=0.001, max_value=1024, required=False)
-    memory_mb = serializers.IntegerField(min_value=1, max_value=16 * 1024 * 1024, required=False)
-    gpu = serializers.IntegerField(min_value=0, max_value=64, required=False, default=0)
-
-
 class StrictSerializer(serializers.Serializer):
     """Refuses unknown fields, so a typo (`comand`) is an error instead of being silently ignored."""
 
@@ -70,6 +64,14 @@ class StrictItemSerializer(StrictSerializer):
         if not isinstance(data, dict):
             raise serializers.ValidationError({"non_field_errors": ["must be an object"]})
         return super().to_internal_value(data)
+
+
+class ResourcesSerializer(StrictItemSerializer):
+    """What the task asks of the cloud; a misspelt key (`cpus`) is refused like any unknown field."""
+
+    cpu = serializers.FloatField(min_value=0.001, max_value=1024, required=False)
+    memory_mb = serializers.IntegerField(min_value=1, max_value=16 * 1024 * 1024, required=False)
+    gpu = serializers.IntegerField(min_value=0, max_value=64, required=False, default=0)
 
 
 class VolumeSerializer(StrictItemSerializer):

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from allauth.account.adapter import DefaultAccountAdapter
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
+from django.conf import settings
 
 from cloudpivot.accounts.backends import local_accounts_enabled
 
 
 class AccountAdapter(DefaultAccountAdapter):
     def is_open_for_signup(self, request) -> bool:
-        return local_accounts_enabled()
+        return local_accounts_enabled() and bool(getattr(settings, "CLOUDPIVOT_SIGNUP_OPEN", True))
 
     def send_password_reset_mail(self, user, email, context) -> None:
         # With local accounts off a password is of no use on the login page; the reset form still answers

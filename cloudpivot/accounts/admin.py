@@ -1,8 +1,12 @@
 from django.contrib import admin, messages
 
+from cloudpivot.accounts.forms import AdminLoginForm
 from cloudpivot.accounts.models import ApiToken, AuditEntry, Membership, Project, Quota
 from cloudpivot.accounts.services import api_token_revoke
 from cloudpivot.admin import ReadOnlyAdmin
+
+# Guessing passwords at /admin/login/ is throttled like the portal's login (the same per-account limit).
+admin.site.login_form = AdminLoginForm
 
 
 class MembershipInline(admin.TabularInline):

@@ -26,12 +26,23 @@ class AuditMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if request.method not in SAFE_METHODS and not request.path.startswith(NOT_AUDITED_PREFIXES):
+        if (
+            request.method not in SAFE_METHODS
+            and not request.path.startswith(NOT_AUDITED_PREFIXES)
+            and _authenticated(request)
+        ):
             try:
                 audit_record(request, response)
             except Exception:  # the audit must never turn a done action into an error
                 logger.exception("could not record the audit entry for %s %s", request.method, request.path)
         return response
+
+
+def _authenticated(request: HttpRequest) -> bool:
+    """Only people the server knows are audited: anonymous requests (failed logins, bad tokens) would let
+    anyone fill the table. A login that succeeds is audited (its request carries the user by then)."""
+    user = getattr(request, "user", None)
+    return bool(user and user.is_authenticated)
 
 
 def audit_record(request: HttpRequest, response: HttpResponse) -> AuditEntry:

@@ -15,7 +15,21 @@ from cloudpivot.social_env import providers_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env.str("CLOUDPIVOT_VAR_DIR", default=str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _private(path: Path, mode: int) -> None:
+    """var/ holds the secret key, the database and task state: only this user may look (docs/security.md).
+
+    Tasks on the `local` cloud may run as another user (CLOUDPIVOT_RUN_AS); they must not read these.
+    """
+    try:
+        path.chmod(mode)
+    except PermissionError:  # not ours (a shared directory someone chose): leave it as its owner set it
+        pass
+
+
+VAR_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+_private(VAR_DIR, 0o700)
 
 
 def _local_secret_key() -> str:
@@ -64,6 +78,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "cloudpivot.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -75,6 +90,18 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "cloudpivot.accounts.audit.AuditMiddleware",
 ]
+
+# Scripts, styles, images and connections (websockets included) only from this server; never framed.
+CONTENT_SECURITY_POLICY = env.str(
+    "CLOUDPIVOT_CONTENT_SECURITY_POLICY",
+    default="default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'self'; frame-ancestors 'none'",
+)
+_DOCS_POLICY = (  # Swagger UI and Redoc start from inline scripts; Redoc runs a worker from a blob
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; worker-src 'self' blob:; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'"
+)
+CONTENT_SECURITY_POLICY_OVERRIDES = {"/api/docs/": _DOCS_POLICY, "/api/redoc/": _DOCS_POLICY}
 
 ROOT_URLCONF = "cloudpivot.urls"
 ASGI_APPLICATION = "cloudpivot.asgi.application"
@@ -100,6 +127,14 @@ TEMPLATES = [
 # write lock up front, so two writers queue on the busy timeout instead of failing midway.
 SQLITE_PATH = VAR_DIR / "cloudpivot.sqlite3"
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and DATABASES["default"]["NAME"] != ":memory:":
+    # SQLite gives its -wal and -shm files the database file's mode, so 0600 here covers all three.
+    _database = Path(DATABASES["default"]["NAME"])
+    if _database.parent.is_dir():
+        _database.touch(mode=0o600)
+        for _file in (_database, Path(f"{_database}-wal"), Path(f"{_database}-shm")):
+            if _file.exists():
+                _private(_file, 0o600)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 30,
@@ -193,6 +228,12 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # JSON within the document limits (cloudpivot/documents.py): deep nesting is a 400, not a RecursionError
+    "DEFAULT_PARSER_CLASSES": [
+        "cloudpivot.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "CloudPivot API",
@@ -208,6 +249,8 @@ SPECTACULAR_SETTINGS = {
 # Local accounts (username/password) suit small installs; with CLOUDPIVOT_LOCAL_ACCOUNTS=false people log in
 # through a provider only, and a superuser's password works at /admin/login/ alone (docs/auth.md).
 CLOUDPIVOT_LOCAL_ACCOUNTS = env.bool("CLOUDPIVOT_LOCAL_ACCOUNTS", default=True)
+# Whether people may create their own local account on the login page (closed by default in production).
+CLOUDPIVOT_SIGNUP_OPEN = env.bool("CLOUDPIVOT_SIGNUP_OPEN", default=True)
 # The backends read CLOUDPIVOT_LOCAL_ACCOUNTS on each attempt (cloudpivot/accounts/backends.py).
 AUTHENTICATION_BACKENDS = [
     "cloudpivot.accounts.backends.LocalPasswordBackend",
@@ -255,6 +298,12 @@ INSTALLATION_ID = env.str("CLOUDPIVOT_INSTALLATION_ID", default="default")
 
 # ---------------------------------------------------------------- metrics (docs/metrics.md)
 # How long samples are kept, per resolution: raw, 15-minute averages, hourly averages.
+# Retention (cloudpivot/retention.py): archived to RETENTION_ARCHIVE_DIR, then deleted; 0 keeps for ever.
+RETENTION_TASK_DAYS = env.float("CLOUDPIVOT_RETENTION_TASK_DAYS", default=90)
+RETENTION_AUDIT_DAYS = env.float("CLOUDPIVOT_RETENTION_AUDIT_DAYS", default=365)
+RETENTION_OPERATION_DAYS = env.float("CLOUDPIVOT_RETENTION_OPERATION_DAYS", default=365)
+RETENTION_BOOTSTRAP_SECRET_DAYS = env.float("CLOUDPIVOT_RETENTION_BOOTSTRAP_SECRET_DAYS", default=1)
+RETENTION_ARCHIVE_DIR = Path(env.str("CLOUDPIVOT_RETENTION_ARCHIVE_DIR", default=str(VAR_DIR / "archive")))
 METRICS_RAW_RETENTION_HOURS = env.float("CLOUDPIVOT_METRICS_RAW_RETENTION_HOURS", default=24)
 METRICS_15M_RETENTION_DAYS = env.float("CLOUDPIVOT_METRICS_15M_RETENTION_DAYS", default=30)
 METRICS_1H_RETENTION_DAYS = env.float("CLOUDPIVOT_METRICS_1H_RETENTION_DAYS", default=365)

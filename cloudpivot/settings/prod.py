@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from cloudpivot.env import env
+from django.core.exceptions import ImproperlyConfigured
+
+from cloudpivot.env import env, envsecret
 from cloudpivot.settings.base import *  # noqa: F403
+
+# The embedded default keeps a generated key in var/; a production server must be given one, or sessions,
+# Runner and agent credentials would change with whatever disk the process happens to start on.
+if not envsecret("DJANGO_SECRET_KEY"):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) must be set with the production settings: "
+        "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
+    )
+# Accounts come from an admin or an identity provider; anyone reaching the login page may not make one.
+CLOUDPIVOT_SIGNUP_OPEN = env.bool("CLOUDPIVOT_SIGNUP_OPEN", default=False)
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SECURE = True

@@ -8,14 +8,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import InvalidSpec
+from cloudpivot.parsers import BoundedJSONParser, YAMLParser
 from tasks import selectors, services
-from tasks.api.parsers import YAMLParser
 from tasks.api.serializers import AttemptSerializer, TaskEventSerializer, TaskSerializer
 from tasks.filtersets import TaskFilterSet
 from tasks.models import LogStream, Task
@@ -51,7 +50,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     pagination_class = TaskCursorPagination
     filter_backends = [DjangoFilterBackend]
     filterset_class = TaskFilterSet
-    parser_classes = [JSONParser, YAMLParser]
+    parser_classes = [BoundedJSONParser, YAMLParser]
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user

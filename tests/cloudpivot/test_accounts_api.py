@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+
+from django.utils import timezone
 
 from cloudpivot.accounts.models import ApiToken, AuditEntry, Quota
 from tests.conftest import hello_spec
@@ -70,3 +73,56 @@ def test_admin_actions_are_audited_too(client, world):
     assert (entry.actor_name, entry.via, entry.details) == ("root", "admin", {"admin_action": "revoke"})
     assert client.get("/admin/accounts/auditentry/").status_code == 200
     assert client.get(f"/admin/accounts/auditentry/{entry.pk}/change/").status_code == 200
+
+
+def test_an_expiring_token_cannot_mint_a_token_that_outlives_it(world):
+    from rest_framework.test import APIClient
+
+    from cloudpivot.accounts.services import api_token_create
+
+    short, plain = api_token_create(user=world.bob, name="short", expires_in=dt.timedelta(days=2))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+    longer = client.post("/api/v1/tokens", {"name": "longer", "expires_in_days": 30}, format="json")
+    assert longer.status_code == 400
+    assert longer.json()["errors"][0]["field"] == "expires_in_days" and "cannot outlive" in longer.json()["message"]
+    forever = client.post("/api/v1/tokens", {"name": "no expiry asked"}, format="json")
+    assert forever.status_code == 201 and forever.json()["expires_at"] is not None
+    assert ApiToken.objects.get(name="no expiry asked").expires_at == short.expires_at
+    within = client.post("/api/v1/tokens", {"name": "within", "expires_in_days": 1}, format="json")
+    assert within.status_code == 201
+    assert ApiToken.objects.get(name="within").expires_at < short.expires_at
+
+
+def test_an_expired_token_is_refused_with_words(world):
+    from rest_framework.test import APIClient
+
+    from cloudpivot.accounts.services import api_token_create
+
+    token, plain = api_token_create(user=world.bob, name="old", expires_in=dt.timedelta(days=1))
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+    response = client.get("/api/v1/tasks")
+    assert response.status_code == 401 and "expired" in response.json()["message"].lower()
+
+
+def test_the_admin_login_is_throttled_like_the_portal_login(client, db):
+    from django.contrib.auth import get_user_model
+
+    # An account and a client address of its own (a documentation address, no traffic): the throttle outlives the test.
+    get_user_model().objects.create_superuser("mallet", "mallet@example.org", "pw-mallet")
+    for i in range(6):
+        client.post("/admin/login/", {"username": "mallet", "password": f"wrong-{i}"}, REMOTE_ADDR="192.0.2.8")
+    response = client.post("/admin/login/", {"username": "mallet", "password": "pw-mallet"}, REMOTE_ADDR="192.0.2.8")
+    assert b"Too many failed login attempts" in response.content
+    assert "_auth_user_id" not in client.session
+
+
+def test_the_admin_login_still_lets_the_right_password_in(client, db):
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_superuser("root2", "root2@example.org", "pw-root2")
+    client.post("/admin/login/", {"username": "root2", "password": "wrong"}, REMOTE_ADDR="192.0.2.9")
+    response = client.post("/admin/login/", {"username": "root2", "password": "pw-root2"}, REMOTE_ADDR="192.0.2.9")
+    assert response.status_code == 302 and client.session["_auth_user_id"]

@@ -92,3 +92,43 @@ def form_data(html: str) -> dict[str, str]:
 
     Inputs().feed(html)
     return data
+
+
+def test_a_task_that_has_not_ended_cannot_be_deleted(staff_client, world):
+    from tasks.choices import TaskState
+
+    pending, _ = task_submit(user=world.bob, document=hello_spec(name="waiting"))
+    ended, _ = task_submit(user=world.bob, document=hello_spec(name="ended"))
+    Task.objects.filter(pk=ended.pk).update(state=TaskState.SUCCEEDED)
+    assert staff_client.get(f"/admin/tasks/task/{pending.pk}/delete/").status_code == 403
+    both = {"action": "delete_selected", "_selected_action": [str(pending.pk), str(ended.pk)]}
+    confirm = staff_client.post("/admin/tasks/task/", both)
+    assert "<title>Cannot delete tasks" in confirm.content.decode()
+    assert staff_client.post("/admin/tasks/task/", both | {"post": "yes"}).status_code == 403
+    only_ended = {"action": "delete_selected", "_selected_action": [str(ended.pk)], "post": "yes"}
+    assert staff_client.post("/admin/tasks/task/", only_ended).status_code == 302
+    assert list(Task.objects.values_list("name", flat=True)) == ["waiting"]
+
+
+def test_only_superusers_change_background_job_schedules(client, world):
+    from django.contrib.auth.models import Permission
+    from django_q.models import Schedule
+
+    schedule = Schedule.objects.create(name="probe", func="math.floor", args="1")
+    staff = get_user_model().objects.create_user("ops", "ops@example.org", "pw", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(content_type__app_label="django_q"))
+    client.force_login(staff)
+    assert client.get("/admin/django_q/schedule/").status_code == 200  # staff may look
+    change = client.post(f"/admin/django_q/schedule/{schedule.pk}/change/", {"func": "os.system", "args": "'id'"})
+    assert change.status_code == 403
+    assert client.get("/admin/django_q/schedule/add/").status_code == 403
+    schedule.refresh_from_db()
+    assert schedule.func == "math.floor"
+
+
+def test_anonymous_requests_write_no_audit_rows(client, db):
+    from cloudpivot.accounts.models import AuditEntry
+
+    client.post("/accounts/login/", {"login": "nobody", "password": "x"}, REMOTE_ADDR="192.0.2.10")
+    client.post("/api/v1/tasks", data="{}", content_type="application/json")
+    assert not AuditEntry.objects.exists()

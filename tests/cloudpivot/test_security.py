@@ -74,3 +74,70 @@ def test_repeated_failed_logins_are_rate_limited(client, db):
     response = client.post("/accounts/login/", {"login": "mallory", "password": "pw-mallory"}, REMOTE_ADDR="192.0.2.7")
     assert b"Too many failed login attempts" in response.content
     assert "_auth_user_id" not in client.session
+
+
+@pytest.mark.e2e
+def test_production_settings_refuse_to_start_without_a_secret_key():
+    result = manage("check", "--settings", "cloudpivot.settings.prod", DJANGO_ALLOWED_HOSTS="cloudpivot.example.org")
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) must be set" in result.stderr
+    assert "Traceback" not in result.stderr.split("ImproperlyConfigured")[-1]
+
+
+@pytest.mark.e2e
+def test_production_closes_self_registration_by_default():
+    code = "from django.conf import settings; print(settings.CLOUDPIVOT_SIGNUP_OPEN)"
+    key = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "DJANGO_ALLOWED_HOSTS": "x.example.org"}
+    prod = manage("shell", "-c", code, "--settings", "cloudpivot.settings.prod", **key)
+    assert prod.stdout.split()[-1] == "False", prod.stderr
+    opened = manage("shell", "-c", code, "--settings", "cloudpivot.settings.prod", CLOUDPIVOT_SIGNUP_OPEN="true", **key)
+    assert opened.stdout.split()[-1] == "True", opened.stderr
+
+
+def test_a_closed_signup_refuses_new_accounts(client, db, settings):
+    settings.CLOUDPIVOT_SIGNUP_OPEN = False
+    form = {"email": "eve@example.org", "username": "eve", "password1": "a-Long-pass-1", "password2": "a-Long-pass-1"}
+    client.post("/accounts/signup/", form)
+    from django.contrib.auth import get_user_model
+
+    assert not get_user_model().objects.filter(username="eve").exists()
+    settings.CLOUDPIVOT_SIGNUP_OPEN = True
+    client.post("/accounts/signup/", form)
+    assert get_user_model().objects.filter(username="eve").exists()
+
+
+def test_pages_and_api_carry_a_strict_content_security_policy(client, world):
+    client.force_login(world.bob)
+    for path in ("/", "/tasks/", "/api/v1/tasks", "/accounts/login/"):
+        policy = client.get(path)["Content-Security-Policy"]
+        assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy, path
+    assert "'unsafe-inline'" in client.get("/api/docs/")["Content-Security-Policy"]
+
+
+def test_bootstrap_prints_the_admin_password_only_when_it_creates_it(db, settings, tmp_path):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.VAR_DIR = tmp_path
+    first, second = StringIO(), StringIO()
+    call_command("bootstrap_demo", stdout=first)
+    call_command("bootstrap_demo", stdout=second)
+    assert "password: " in first.getvalue()
+    assert "password: " not in second.getvalue() and "admin-password" in second.getvalue()
+
+
+@pytest.mark.e2e
+def test_var_and_the_database_files_are_private(tmp_path):
+    import stat
+
+    var = tmp_path / "var"
+    var.mkdir(mode=0o755)
+    result = manage(
+        "migrate", "--noinput", CLOUDPIVOT_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="cloudpivot.settings.base"
+    )
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE(var.stat().st_mode) == 0o700
+    for name in ("cloudpivot.sqlite3", "cloudpivot.sqlite3-wal", "cloudpivot.sqlite3-shm", "secret_key"):
+        if (var / name).exists() or name == "cloudpivot.sqlite3":
+            assert stat.S_IMODE((var / name).stat().st_mode) == 0o600, name

@@ -156,3 +156,9 @@ def test_it_refuses_a_runner_credential_on_the_user_api(api, world):
     response = client.get(URL)
     assert response.status_code == 401
     assert "runner credentials are not accepted" in response.json()["message"]
+
+
+def test_an_unknown_key_in_resources_is_refused_like_any_unknown_field(api, world):
+    response = post(api("bob"), hello_spec(resources={"cpus": 2}))
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"field": "resources.cpus", "message": "unknown field"}]

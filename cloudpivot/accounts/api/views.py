@@ -43,7 +43,10 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
         data.is_valid(raise_exception=True)
         days = data.validated_data.get("expires_in_days")
         token, plain = api_token_create(
-            user=request.user, name=data.validated_data["name"], expires_in=dt.timedelta(days=days) if days else None
+            user=request.user,
+            name=data.validated_data["name"],
+            expires_in=dt.timedelta(days=days) if days else None,
+            minted_with=request.auth if isinstance(request.auth, ApiToken) else None,
         )
         return Response(ApiTokenSerializer(token).data | {"token": plain}, status=status.HTTP_201_CREATED)
 

@@ -32,11 +32,13 @@ class Command(BaseCommand):
     def handle(self, *args, username: str, token: bool, **options):
         password_file = settings.VAR_DIR / f"{username}-password"
         user = get_user_model().objects.filter(username=username).first()
+        created_password = ""
         if user is None:
             password = secrets.token_urlsafe(12)
             user = get_user_model().objects.create_superuser(username, f"{username}@localhost", password)
             password_file.touch(mode=0o600)
             password_file.write_text(password)
+            created_password = password
         project, _ = Project.objects.get_or_create(slug="demo", defaults={"name": "Demo project"})
         Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.ADMIN})
         local, _ = CloudConnection.objects.get_or_create(
@@ -44,8 +46,10 @@ class Command(BaseCommand):
         )
         local.projects.add(project)
         self.stdout.write(f"user: {username}")
-        if password_file.exists():
-            self.stdout.write(f"password: {password_file.read_text().strip()}  (kept in {password_file})")
+        if created_password:
+            self.stdout.write(f"password: {created_password}  (kept in {password_file}, readable by this user only)")
+        elif password_file.exists():
+            self.stdout.write(f"the password was printed when it was made; it is kept in {password_file}")
         self.stdout.write("project: demo; cloud: local")
         if token:
             for old in ApiToken.objects.filter(user=user, name=DEMO_TOKEN_NAME, revoked_at__isnull=True):
