@@ -47,8 +47,9 @@ INTERFACE = re.compile(
     r"\.(api|views|admin|urls|routing|consumers|portal|forms|filtersets|templatetags|jobs|apps|schema)(\.|$)"
     r"|\.management\.commands\."
 )
-# The project package's wiring (the rest of cloudpivot/ is the shared core at the bottom).
-PROJECT_WIRING = re.compile(r"^cloudpivot\.(urls|routing|views|asgi|wsgi|settings)(\.|$)")
+# The project package's top: its wiring and the housekeeping over every app (retention). The rest of
+# cloudpivot/ is the shared core at the bottom.
+PROJECT_TOP = re.compile(r"^cloudpivot\.(urls|routing|views|asgi|wsgi|settings|retention)(\.|$)")
 # Each SDK (with the libraries of its stack) and the one package that may import it.
 SDK_HOMES = {
     "kubernetes": "clusters.backends.kubernetes",
@@ -378,7 +379,7 @@ def test_no_sdk_import_left_by_other_branches():
 # ---------------------------------------------------------------------------- layers
 def is_interface(module: str) -> bool:
     if app_of(module) == "cloudpivot":
-        return bool(PROJECT_WIRING.match(module))
+        return bool(PROJECT_TOP.match(module))
     return bool(INTERFACE.search(module))
 
 
