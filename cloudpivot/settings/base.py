@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "clusters",
     "tasks",
     "resources",
+    "orphans",
     "runner_api",
 ]
 
