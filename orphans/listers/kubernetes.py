@@ -46,17 +46,12 @@ class KubernetesTagged:
     def items(self) -> list[CloudItem]:
         jobs = self.client.jobs(label_selector=self.client.selector)
         found = [self._job(job) for job in jobs]
-        if self.client.serves_api_group(GROUP):
+        if self.client.serves_api_group(GROUP):  # else no VMs can be there: nothing of KubeVirt's to compare
             for kind, (group, version, plural, words) in KUBEVIRT_KINDS.items():
                 objects = self.client.objects(
                     group, version, plural, what=f"listing {words}", label_selector=self.client.selector
                 )
                 found += [self._kubevirt(kind, obj) for obj in objects]
-        else:
-            self.notes.append(
-                f"the {self.connection.cloud_id} cluster does not serve kubevirt.io: no VirtualMachines, "
-                "snapshots or DataVolumes to compare"
-            )
         return [item for item in found if item.ours]  # the selector is the server's; checked again here
 
     def read(self, kind: str, ref: str) -> CloudItem | None:
