@@ -25,7 +25,15 @@ from typing import Any
 
 from clusters.backends.kubernetes import LABEL_INSTALLATION, KubeApiError, KubeClient, label_value
 from clusters.models import CloudConnection
-from resources.backends.base import BackendError, CreateRequest, FlavorView, ImageView, ServerView, Unsupported
+from resources.backends.base import (
+    BackendError,
+    CreateRequest,
+    FlavorView,
+    ImageView,
+    InstanceBackend,
+    ServerView,
+    Unsupported,
+)
 from resources.choices import Action, InstanceStatus
 
 GROUP, VERSION = "kubevirt.io", "v1"
@@ -89,7 +97,7 @@ def vm_name(instance_id: str) -> str:
     return f"cpi-{instance_id.replace('-', '')}"
 
 
-class KubeVirtInstances:
+class KubeVirtInstances(InstanceBackend):
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
         self.client = KubeClient(connection)  # its ApiClient, credentials, call wrapper and error words

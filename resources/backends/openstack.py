@@ -19,6 +19,7 @@ from resources.backends.base import (
     CreateRequest,
     FlavorView,
     ImageView,
+    InstanceBackend,
     ServerView,
     Unsupported,
 )
@@ -68,7 +69,7 @@ def instance_tag(instance_id: str) -> str:
     return f"cpi-{instance_id.replace('-', '')}"
 
 
-class OpenStackInstances:
+class OpenStackInstances(InstanceBackend):
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
         self.client = OpenStackClient(connection)  # the connection cache, catalog reader and error words
