@@ -10,7 +10,7 @@ SCHEDULES = [
     # Observe every instance's server (one list per connection), prune snapshots past retention.
     {"name": "instances-refresh", "func": "resources.jobs.refresh", "schedule_type": "I", "minutes": 1},
     # Compare what CloudPivot tagged in each cloud with the database; the admin's orphan report.
-    {"name": "orphans-scan", "func": "resources.orphan_jobs.scan", "schedule_type": "I", "minutes": 10},
+    {"name": "orphans-scan", "func": "orphans.jobs.scan", "schedule_type": "I", "minutes": 10},
     # Retention (cloudpivot/retention.py): finished tasks, audit entries, operations archived, then deleted.
     {"name": "retention", "func": "cloudpivot.retention.prune", "schedule_type": "D"},
 ]

@@ -22,9 +22,7 @@ def cloud_inventory(*, connection: CloudConnection, kind: str) -> dict[str, Any]
     """{"cloud", "kind", "count", "items"}; NotFound for a kind the cloud has no inventory of."""
     try:
         backend = get_backend(connection)
-        kinds = tuple(getattr(backend, "inventory_kinds", ()))
-        if not hasattr(backend, "inventory"):
-            raise BackendError(f"no inventory for the {connection.cloud_id} cloud", kind="not_found")
+        kinds = backend.inventory_kinds
         if kinds and kind not in kinds:
             raise BackendError(
                 f"unknown resource kind '{kind}' for the {connection.cloud_id} cloud; kinds: {', '.join(kinds)}",
@@ -39,10 +37,7 @@ def cloud_inventory(*, connection: CloudConnection, kind: str) -> dict[str, Any]
 def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:
     """Current CPU/memory use: {"available": True, "nodes", "pods", "errors"}, or {"available": False, "message"}."""
     try:
-        backend = get_backend(connection)
-        if not hasattr(backend, "metrics"):
-            raise BackendError(f"no metrics for the {connection.cloud_id} cloud", kind="not_found")
-        figures = backend.metrics()
+        figures = get_backend(connection).metrics()
     except BackendError as exc:
         if exc.kind == "not_found":
             return {"cloud": connection.cloud_id, "available": False, "message": exc.message}
@@ -52,21 +47,9 @@ def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:
 
 def cloud_capabilities(*, connection: CloudConnection) -> dict[str, Any]:
     """What the cloud offers besides tasks: VM instances (OpenStack: Nova; Kubernetes: where KubeVirt is served)."""
-    vm = {"available": False, "message": f"VM instances are not available on the {connection.backend} backend"}
-    if connection.backend == "openstack":
-        vm = {"available": True, "message": "Nova servers"}
-    elif connection.backend == "kubernetes":
-        try:
-            served = get_backend(connection).serves_api_group("kubevirt.io")
-        except BackendError as exc:
-            raise _domain_error(connection, exc) from None
-        vm = (
-            {"available": True, "message": "KubeVirt VirtualMachines (kubevirt.io/v1)"}
-            if served
-            else {
-                "available": False,
-                "message": "VM instances not available on this cluster: it does not serve the kubevirt.io API "
-                "(KubeVirt is not installed)",
-            }
-        )
+    try:
+        available, message = get_backend(connection).vm_instances()
+    except BackendError as exc:
+        raise _domain_error(connection, exc) from None
+    vm = {"available": available, "message": message}
     return {"cloud": connection.cloud_id, "vm_instances": vm}

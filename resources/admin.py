@@ -106,6 +106,3 @@ class OperationAdmin(ReadOnlyAdmin):
     list_filter = ["state", "action", "project"]
     search_fields = ["id", "instance__name", "idempotency_key"]
     readonly_fields = [f.name for f in Operation._meta.fields]
-
-
-from resources import orphans_admin  # noqa: E402, F401  (the orphan report, its own module)

@@ -139,6 +139,3 @@ class Operation(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.action} {self.id.hex[:8]} ({self.state})"
-
-
-from resources.orphan_models import OrphanFinding  # noqa: E402, F401  (the orphan report; its own module)

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "clusters",
     "tasks",
     "resources",
+    "orphans",
     "runner_api",
 ]
 

@@ -1,10 +1,14 @@
-"""Backend registry: the connection's backend kind chooses the adapter."""
+"""Backend registry: the connection's backend kind chooses the adapter (and the module of its figures).
+
+Each cloud lives in its own package (clusters/backends/kubernetes/, clusters/backends/openstack/), the
+only place its SDK is imported; `local` is clusters/backends/local.py.
+"""
 
 from __future__ import annotations
 
 from django.utils.module_loading import import_string
 
-from clusters.backends.base import ExecutionBackend
+from clusters.backends.base import BackendError, CloudFigures, ExecutionBackend
 from clusters.choices import BackendKind
 from clusters.models import CloudConnection
 
@@ -13,17 +17,30 @@ BACKENDS: dict[str, str] = {
     BackendKind.KUBERNETES: "clusters.backends.kubernetes.KubernetesBackend",
     BackendKind.OPENSTACK: "clusters.backends.openstack.OpenStackBackend",
 }
+# Figures a cloud reports about itself (node CPU/memory, its own quota use), for the metrics sampler.
+# What a cloud does not serve is a note in the answer, not an error.
+FIGURES: dict[str, str] = {
+    BackendKind.LOCAL: "clusters.backends.local_metrics.cloud_figures",
+    BackendKind.KUBERNETES: "clusters.backends.kubernetes.figures.cloud_figures",
+    BackendKind.OPENSTACK: "clusters.backends.openstack.figures.cloud_figures",
+}
 
 
 def backend_uses_runner(kind: str) -> bool:
     """Whether a Runner reports this backend's executions (without building a client)."""
-    return bool(getattr(import_string(BACKENDS[kind]), "uses_runner", False)) if kind in BACKENDS else False
+    return bool(import_string(BACKENDS[kind]).uses_runner) if kind in BACKENDS else False
 
 
 def get_backend(connection: CloudConnection) -> ExecutionBackend:
     path = BACKENDS.get(connection.backend)
     if path is None:
-        from clusters.backends.base import BackendError
-
         raise BackendError(f"the {connection.backend} backend is not available in this version", kind="invalid_spec")
+    return import_string(path)(connection)
+
+
+def cloud_figures(connection: CloudConnection) -> CloudFigures:
+    """The cloud's figures now; BackendError when it cannot be asked at all."""
+    path = FIGURES.get(connection.backend)
+    if path is None:
+        raise BackendError(f"no figures for the {connection.backend} backend", kind="not_found")
     return import_string(path)(connection)

@@ -1,13 +1,15 @@
 """The interface every cloud backend implements, and the plain data that crosses it.
 
 Backends never touch Task state or the ORM: services hand them plain data and record
-what they answer (DESIGN §4).
+what they answer (DESIGN §4). Optional abilities (inventory, metrics, the check_cloud tables, the
+"Runner never reported" verdict, VM instances) are declared here with a default that says "not offered",
+so callers ask the backend instead of probing it with hasattr.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from cloudpivot.exceptions import BackendError, ErrorKind
 from clusters.models import CloudConnection
@@ -37,6 +39,8 @@ class AttemptRef:
     spec: dict[str, Any]
     runner_credential: str = ""
     stop_requested: bool = False
+    # A one-time secret the service issued for a Runner's first call (OpenStack user data); "" when none.
+    bootstrap_secret: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,39 +80,89 @@ class Health:
     message: str
 
 
-class ExecutionBackend(Protocol):
+# Node metric names shared by every backend's figures (missing where the cloud does not say).
+CPU_USED = "cpu_used_cores"
+CPU_CAPACITY = "cpu_capacity_cores"
+CPU_ALLOCATABLE = "cpu_allocatable_cores"
+MEMORY_USED = "memory_used_bytes"
+MEMORY_CAPACITY = "memory_capacity_bytes"
+MEMORY_ALLOCATABLE = "memory_allocatable_bytes"
+
+
+@dataclass
+class CloudFigures:
+    """Figures a cloud reports about itself, for the metrics sampler. What it does not serve is a note."""
+
+    nodes: dict[str, dict[str, float]] = field(default_factory=dict)  # node name → metric → value
+    instances: dict[str, dict[str, float]] = field(default_factory=dict)  # server/VM id → metric → value
+    connection: dict[str, float] = field(default_factory=dict)  # connection-wide (the cloud's own quota use)
+    notes: list[str] = field(default_factory=list)  # what the cloud does not serve: skipped, not an error
+
+
+class ExecutionBackend:
+    """The base of every backend: the required calls, and the optional ones with their "not offered" default."""
+
     connection: CloudConnection
     # True when a Runner reports the program's life (local, OpenStack); False when the cloud itself does (Kubernetes).
-    uses_runner: bool
+    uses_runner: bool = False
+    # The kinds `inventory` answers for (empty: no inventory).
+    inventory_kinds: tuple[str, ...] = ()
+    # True when ensure_started needs `AttemptRef.bootstrap_secret` (a VM's Runner bootstraps with it).
+    needs_bootstrap_secret: bool = False
 
     def validate(self, spec: dict[str, Any]) -> list[dict[str, str]]:
         """Field errors for what this cloud cannot run; empty when the spec is fine."""
+        raise NotImplementedError
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         """Idempotent: adopt the object named `attempt.external_name` or create it."""
+        raise NotImplementedError
 
     def observe(self, attempts: list[AttemptRef]) -> list[Observation]:
         """One batched read per connection."""
+        raise NotImplementedError
 
     def stop(self, attempt: AttemptRef) -> None:
         """Idempotent: make sure the execution no longer runs."""
+        raise NotImplementedError
 
     def cleanup(self, attempt: AttemptRef) -> bool:
         """Idempotent: remove what the attempt left behind; True when nothing is left."""
+        raise NotImplementedError
 
     def fetch_logs(self, attempt: AttemptRef, cursor: dict[str, Any]) -> tuple[list[LogPiece], dict[str, Any]]:
         """Log bytes the cloud holds past `cursor` (backend-defined, JSON), and the new cursor.
 
         Only for backends without a Runner; each byte must be returned once across calls.
         """
+        raise NotImplementedError
 
-    def health(self) -> Health: ...
+    def health(self) -> Health:
+        raise NotImplementedError
 
-    # Optional (read-only views of the cloud); a backend without them raises BackendError(kind="not_found").
-    inventory_kinds: tuple[str, ...]
-
+    # ------------------------------------------------------------------ optional, with their defaults
     def inventory(self, kind: str) -> list[dict[str, Any]]:
         """Plain dicts describing the cloud's objects of one kind (e.g. nodes); not_found for an unknown kind."""
+        raise BackendError(f"no inventory for the {self.connection.cloud_id} cloud", kind="not_found")
 
     def metrics(self) -> dict[str, Any]:
         """Current usage figures of the cloud ({"nodes": [...], "pods": [...]}); not_found when it serves none."""
+        raise BackendError(f"no metrics for the {self.connection.cloud_id} cloud", kind="not_found")
+
+    def requirements(self) -> list[dict[str, Any]] | None:
+        """check_cloud's table, each thing checked ({what, ok, required, detail}); None: health() says it all."""
+        return None
+
+    def permissions(self) -> list[dict[str, Any]] | None:
+        """check_cloud's permission table (after a good health()); None when the cloud has none to ask about."""
+        return None
+
+    def runner_never_reported(
+        self, attempt: AttemptRef, observation: Observation, *, runner_contact_at: Any
+    ) -> dict[str, Any] | None:
+        """For a Runner backend: {"reason", "console_tail"} when its machine is up but the Runner never called."""
+        return None
+
+    def vm_instances(self) -> tuple[bool, str]:
+        """Whether this cloud offers persistent VM instances (resources app), and in what words."""
+        return False, f"VM instances are not available on the {self.connection.backend} backend"

@@ -21,13 +21,13 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.backends.base import AttemptRef, BackendError, ExternalRef, Health, Observation
+from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
 from clusters.models import CloudConnection
 
 RUNNER_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_runner.py"
 
 
-class LocalBackend:
+class LocalBackend(ExecutionBackend):
     uses_runner = True
     inventory_kinds: tuple[str, ...] = ()
 

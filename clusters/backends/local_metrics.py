@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from clusters.backends.figures import CPU_CAPACITY, MEMORY_CAPACITY, MEMORY_USED, CloudFigures
+from clusters.backends.base import CPU_CAPACITY, MEMORY_CAPACITY, MEMORY_USED, CloudFigures
 from clusters.models import CloudConnection
 
 MEMINFO = Path("/proc/meminfo")

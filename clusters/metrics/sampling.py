@@ -18,8 +18,8 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
-from clusters.backends.base import BackendError
-from clusters.backends.figures import CloudFigures, cloud_figures
+from clusters.backends import cloud_figures
+from clusters.backends.base import BackendError, CloudFigures
 from clusters.choices import RAW, SubjectKind
 from clusters.metrics import figures as platform
 from clusters.models import CloudConnection, MetricSample

@@ -1,13 +1,14 @@
-"""What an instance backend offers (OpenStack now, KubeVirt next), and the plain data it answers with.
+"""What an instance backend offers (OpenStack: Nova; Kubernetes: KubeVirt), and the plain data it answers with.
 
 Backends never touch the ORM. They translate the cloud's words into the portal's statuses
 (`ServerView.status`) so that the services can state post-conditions once for every backend.
+Optional abilities (`refusal`, `image_snapshot_ref`) have their "nothing to say" default here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from clusters.backends.base import BackendError
 
@@ -63,42 +64,91 @@ class CreateRequest:
     image: str
 
 
-class InstanceBackend(Protocol):
+class InstanceBackend:
     """Each write call only asks; the services poll `server()` until the post-condition holds."""
 
     has_block_storage: bool
 
-    def flavor(self, name: str) -> FlavorView: ...
+    def flavor(self, name: str) -> FlavorView:
+        raise NotImplementedError
+
     def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
         """The smallest flavor (or VM size) with at least these resources."""
+        raise NotImplementedError
 
-    def image_ref(self, name: str) -> str: ...
+    def image_ref(self, name: str) -> str:
+        raise NotImplementedError
+
     def create(self, request: CreateRequest) -> str:
         """Ask for the server; returns its id. Idempotent on `instance_id` (adopts a server already made)."""
+        raise NotImplementedError
 
     def server(self, server_id: str) -> ServerView | None:
         """None when the cloud has no such server (deleted, maybe behind CloudPivot's back)."""
+        raise NotImplementedError
 
     def servers(self) -> dict[str, ServerView]:
         """Every server CloudPivot tagged on this connection, by id: one list call."""
+        raise NotImplementedError
 
-    def start(self, server_id: str) -> None: ...
-    def stop(self, server_id: str) -> None: ...
-    def reboot(self, server_id: str, *, hard: bool) -> None: ...
-    def pause(self, server_id: str) -> None: ...
-    def unpause(self, server_id: str) -> None: ...
-    def suspend(self, server_id: str) -> None: ...
-    def resume(self, server_id: str) -> None: ...
+    def start(self, server_id: str) -> None:
+        raise NotImplementedError
+
+    def stop(self, server_id: str) -> None:
+        raise NotImplementedError
+
+    def reboot(self, server_id: str, *, hard: bool) -> None:
+        raise NotImplementedError
+
+    def pause(self, server_id: str) -> None:
+        raise NotImplementedError
+
+    def unpause(self, server_id: str) -> None:
+        raise NotImplementedError
+
+    def suspend(self, server_id: str) -> None:
+        raise NotImplementedError
+
+    def resume(self, server_id: str) -> None:
+        raise NotImplementedError
+
     def snapshot(self, server_id: str, *, name: str, metadata: dict[str, str]) -> str:
         """Ask for a disk snapshot; returns the image id."""
+        raise NotImplementedError
 
-    def image(self, image_id: str) -> ImageView | None: ...
-    def delete_image(self, image_id: str) -> None: ...
-    def rebuild(self, server_id: str, *, image_id: str) -> None: ...
-    def resize(self, server_id: str, *, flavor_id: str) -> None: ...
-    def confirm_resize(self, server_id: str) -> None: ...
-    def delete(self, server_id: str) -> None: ...
-    def delete_volumes(self, server_id: str) -> list[str]: ...
-    def console_log(self, server_id: str, *, lines: int) -> str: ...
+    def image(self, image_id: str) -> ImageView | None:
+        raise NotImplementedError
+
+    def delete_image(self, image_id: str) -> None:
+        raise NotImplementedError
+
+    def rebuild(self, server_id: str, *, image_id: str) -> None:
+        raise NotImplementedError
+
+    def resize(self, server_id: str, *, flavor_id: str) -> None:
+        raise NotImplementedError
+
+    def confirm_resize(self, server_id: str) -> None:
+        raise NotImplementedError
+
+    def delete(self, server_id: str) -> None:
+        raise NotImplementedError
+
+    def delete_volumes(self, server_id: str) -> list[str]:
+        raise NotImplementedError
+
+    def console_log(self, server_id: str, *, lines: int) -> str:
+        raise NotImplementedError
+
     def action_failure(self, server_id: str, action: str) -> str:
         """Words for why the cloud gave up on an action it had accepted ("" if it did not say so)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ optional, with their defaults
+    def refusal(self, instance: Any, action: str, params: dict[str, Any]) -> tuple[str, str, str] | None:
+        """What this cloud cannot do, asked before an Operation exists: (kind, field, message), or None."""
+        return None
+
+    def image_snapshot_ref(self, image_id: str) -> str:
+        """The CloudPivot snapshot a bootable image was made as ("" if none, or no bootable snapshot images)."""
+        return ""

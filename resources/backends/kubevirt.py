@@ -1,9 +1,9 @@
 """Persistent instances as KubeVirt VirtualMachines (`kubevirt.io/v1`) on a `kubernetes` connection.
 
-The API client, credentials, error words and installation label come from the task backend
-(clusters.backends.kubernetes), so tasks and VMs speak to a cluster the same way. Each write only asks
-(a spec patch, a subresource PUT, a snapshot or restore object); whether it happened is seen through
-`server()`, which reads the VirtualMachine's status as KubeVirt's controllers write it.
+The API client, credentials, error words and installation label come from the Kubernetes package's
+public client (clusters.backends.kubernetes.KubeClient), so tasks and VMs speak to a cluster the same
+way. Each write only asks (a spec patch, a subresource PUT, a snapshot or restore object); whether it
+happened is seen through `server()`, which reads the VirtualMachine's status as KubeVirt's controllers write it.
 
 Connection options (docs/backends/kubevirt.md):
 
@@ -23,11 +23,17 @@ import re
 import uuid
 from typing import Any
 
-from kubernetes import client as k8s
-
-from clusters.backends.kubernetes import LABEL_INSTALLATION, KubeApiError, KubernetesBackend, label_value
+from clusters.backends.kubernetes import LABEL_INSTALLATION, KubeApiError, KubeClient, label_value
 from clusters.models import CloudConnection
-from resources.backends.base import BackendError, CreateRequest, FlavorView, ImageView, ServerView, Unsupported
+from resources.backends.base import (
+    BackendError,
+    CreateRequest,
+    FlavorView,
+    ImageView,
+    InstanceBackend,
+    ServerView,
+    Unsupported,
+)
 from resources.choices import Action, InstanceStatus
 
 GROUP, VERSION = "kubevirt.io", "v1"
@@ -91,18 +97,18 @@ def vm_name(instance_id: str) -> str:
     return f"cpi-{instance_id.replace('-', '')}"
 
 
-class KubeVirtInstances:
+class KubeVirtInstances(InstanceBackend):
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
-        self._kube = KubernetesBackend(connection)  # its ApiClient, credentials, call wrapper and error words
-        self.namespace = self._kube.namespace
-        self.options = self._kube.options
-        self.installation = self._kube.installation
+        self.client = KubeClient(connection)  # its ApiClient, credentials, call wrapper and error words
+        self.namespace = self.client.namespace
+        self.options = self.client.options
+        self.installation = self.client.installation
 
     # ------------------------------------------------------------------ capability
     def require_served(self) -> None:
         """Unsupported (NOT_SERVED) when API discovery does not list kubevirt.io; other errors pass through."""
-        if not self._kube.serves_api_group(GROUP):
+        if not self.client.serves_api_group(GROUP):
             raise Unsupported(NOT_SERVED)
 
     def refusal(self, instance: Any, action: str, params: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -196,16 +202,14 @@ class KubeVirtInstances:
         return _view(vm, restored_from=self._restored_from(vm))
 
     def servers(self) -> dict[str, ServerView]:
-        items = self._custom(
-            "listing VirtualMachines",
-            "list_namespaced_custom_object",
+        items = self.client.objects(
             GROUP,
             VERSION,
-            self.namespace,
             "virtualmachines",
-            label_selector=f"{self._kube.selector},{LABEL_INSTANCE}",
-        ).get("items")
-        return {vm["metadata"]["name"]: _view(vm) for vm in items or []}
+            what="listing VirtualMachines",
+            label_selector=f"{self.client.selector},{LABEL_INSTANCE}",
+        )
+        return {vm["metadata"]["name"]: _view(vm) for vm in items}
 
     def image(self, image_id: str) -> ImageView | None:
         snapshot = self._get(SNAPSHOT_GROUP, SNAPSHOT_VERSION, "virtualmachinesnapshots", image_id)
@@ -233,15 +237,7 @@ class KubeVirtInstances:
             raise Unsupported(_NO_NEW_FROM_SNAPSHOT)  # a snapshot's name is no container image
         body = self.manifest(request)
         try:
-            self._custom(
-                f"creating VirtualMachine {name}",
-                "create_namespaced_custom_object",
-                GROUP,
-                VERSION,
-                self.namespace,
-                "virtualmachines",
-                body,
-            )
+            self.client.create_object(GROUP, VERSION, "virtualmachines", body, what=f"creating VirtualMachine {name}")
         except KubeApiError as exc:
             if exc.status != 409:
                 raise
@@ -357,14 +353,12 @@ class KubeVirtInstances:
             "spec": {"source": {"apiGroup": GROUP, "kind": "VirtualMachine", "name": server_id}},
         }
         try:
-            self._custom(
-                f"creating VirtualMachineSnapshot {snapshot_name}",
-                "create_namespaced_custom_object",
+            self.client.create_object(
                 SNAPSHOT_GROUP,
                 SNAPSHOT_VERSION,
-                self.namespace,
                 "virtualmachinesnapshots",
                 body,
+                what=f"creating VirtualMachineSnapshot {snapshot_name}",
             )
         except KubeApiError as exc:
             if exc.status != 409:  # 409: an earlier try made it (the name is the snapshot's id)
@@ -373,14 +367,12 @@ class KubeVirtInstances:
 
     def delete_image(self, image_id: str) -> None:
         try:
-            self._custom(
-                f"deleting VirtualMachineSnapshot {image_id}",
-                "delete_namespaced_custom_object",
+            self.client.delete_object(
                 SNAPSHOT_GROUP,
                 SNAPSHOT_VERSION,
-                self.namespace,
                 "virtualmachinesnapshots",
                 image_id,
+                what=f"deleting VirtualMachineSnapshot {image_id}",
             )
         except KubeApiError as exc:
             if exc.status != 404:
@@ -412,14 +404,12 @@ class KubeVirtInstances:
                 "virtualMachineSnapshotName": image_id,
             },
         }
-        self._custom(
-            f"creating VirtualMachineRestore {restore}",
-            "create_namespaced_custom_object",
+        self.client.create_object(
             SNAPSHOT_GROUP,
             SNAPSHOT_VERSION,
-            self.namespace,
             "virtualmachinerestores",
             body,
+            what=f"creating VirtualMachineRestore {restore}",
         )
 
     def resize(self, server_id: str, *, flavor_id: str) -> None:
@@ -438,16 +428,8 @@ class KubeVirtInstances:
         for volume in _persistent_volumes(vm):
             self._release_data_volume(volume, uid)
         try:
-            self._custom(
-                f"deleting VirtualMachine {server_id}",
-                "delete_namespaced_custom_object",
-                GROUP,
-                VERSION,
-                self.namespace,
-                "virtualmachines",
-                server_id,
-                propagation_policy="Background",
-                body={"propagationPolicy": "Background", "preconditions": {"uid": uid}},
+            self.client.delete_object(
+                GROUP, VERSION, "virtualmachines", server_id, what=f"deleting VirtualMachine {server_id}", uid=uid
             )
         except KubeApiError as exc:
             if exc.status not in (404, 409):  # 409: the name is another VM's now; ours is gone
@@ -460,25 +442,8 @@ class KubeVirtInstances:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _custom(self, what: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        api = k8s.CustomObjectsApi(self._kube._api())
-        return self._kube._call(what, getattr(api, method), *args, **kwargs)
-
     def _get(self, group: str, version: str, plural: str, name: str) -> dict[str, Any] | None:
-        try:
-            return self._custom(
-                f"reading {plural} {name}",
-                "get_namespaced_custom_object",
-                group,
-                version,
-                self.namespace,
-                plural,
-                name,
-            )
-        except KubeApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self.client.object(group, version, plural, name)
 
     def _vm(self, name: str) -> dict[str, Any] | None:
         return self._get(GROUP, VERSION, "virtualmachines", name)
@@ -494,44 +459,18 @@ class KubeVirtInstances:
         return (restore.get("spec") or {}).get("virtualMachineSnapshotName") or ""
 
     def _run_strategy(self, server_id: str, strategy: str, what: str) -> None:
-        self._custom(
-            f"{what} VirtualMachine {server_id} (runStrategy {strategy})",
-            "patch_namespaced_custom_object",
+        self.client.patch_object(
             GROUP,
             VERSION,
-            self.namespace,
             "virtualmachines",
             server_id,
             {"spec": {"runStrategy": strategy}},
+            what=f"{what} VirtualMachine {server_id} (runStrategy {strategy})",
         )
 
     def _subresource(self, plural: str, name: str, verb: str, body: dict[str, Any], what: str) -> None:
         """PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/{plural}/{name}/{verb} (virt-api)."""
-        api = self._kube._api()
-        method, url, headers, data, post = api.param_serialize(
-            method="PUT",
-            resource_path=f"/apis/{SUBRESOURCES}/{VERSION}/namespaces/{{namespace}}/{plural}/{{name}}/{verb}",
-            path_params={"namespace": self.namespace, "name": name},
-            header_params={"Content-Type": "application/json", "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-
-        def put(**options: Any) -> Any:
-            response = api.call_api(
-                method,
-                url,
-                header_params=headers,
-                body=data,
-                post_params=post,
-                _request_timeout=options.get("_request_timeout"),
-            )
-            response.read()
-            if not 200 <= response.status <= 299:
-                raise k8s.ApiException(http_resp=response)
-            return response
-
-        self._kube._call(what, put)
+        self.client.put_subresource(SUBRESOURCES, VERSION, plural, name, verb, body, what=what)
 
     def _release_data_volume(self, name: str, owner_uid: str | None) -> None:
         """Drop the VM's ownerReference from one of its DataVolumes, so deleting the VM keeps the disk."""
@@ -542,15 +481,13 @@ class KubeVirtInstances:
         kept = [ref for ref in owners if ref.get("uid") != owner_uid]
         if len(kept) == len(owners):
             return
-        self._custom(
-            f"keeping DataVolume {name}",
-            "patch_namespaced_custom_object",
+        self.client.patch_object(
             "cdi.kubevirt.io",
             "v1beta1",
-            self.namespace,
             "datavolumes",
             name,
             {"metadata": {"ownerReferences": kept or None}},
+            what=f"keeping DataVolume {name}",
         )
 
 

@@ -1,5 +1,6 @@
-"""Persistent instances as Nova servers (openstacksdk). Connections, tags and error words come from the
-task backend (clusters.backends.openstack), so both speak to a cloud the same way.
+"""Persistent instances as Nova servers. The connection, tags and error words come from the OpenStack
+package's public client (clusters.backends.openstack.OpenStackClient), so tasks and instances speak to a
+cloud the same way.
 
 Each call only asks Nova; whether it happened is seen through `server()` (fresh GETs, never the SDK's
 local object: its wait helpers return at once when the local copy already shows the wanted status).
@@ -11,13 +12,14 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.backends.openstack import OpenStackBackend, installation_tag
+from clusters.backends.openstack import META_INSTALLATION, OpenStackClient, installation_tag
 from clusters.models import CloudConnection
 from resources.backends.base import (
     BackendError,
     CreateRequest,
     FlavorView,
     ImageView,
+    InstanceBackend,
     ServerView,
     Unsupported,
 )
@@ -25,8 +27,6 @@ from resources.choices import InstanceStatus
 
 META_INSTANCE = "cloudpivot_instance"
 META_INSTANCE_NAME = "cloudpivot_instance_name"
-META_INSTALLATION = "cloudpivot_installation"
-BLOCK_STORAGE_TYPES = {"block-storage", "volumev3", "volume"}
 
 # Nova status → portal status when no task is in flight.
 STATUS_MAP = {
@@ -69,17 +69,17 @@ def instance_tag(instance_id: str) -> str:
     return f"cpi-{instance_id.replace('-', '')}"
 
 
-class OpenStackInstances:
+class OpenStackInstances(InstanceBackend):
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
-        self._tasks = OpenStackBackend(connection)  # its connection cache, catalog reader and error mapping
-        self.options = self._tasks.options
+        self.client = OpenStackClient(connection)  # the connection cache, catalog reader and error words
+        self.options = self.client.options
         self._snapshot_refs: dict[str, str] = {}  # image id -> its cloudpivot_snapshot property, as read
 
     # ------------------------------------------------------------------ reads
     @property
     def has_block_storage(self) -> bool:
-        return bool(self._tasks._catalog_types(self._conn()) & BLOCK_STORAGE_TYPES)
+        return self.client.has_block_storage()
 
     def flavor(self, name: str) -> FlavorView:
         found = self._call(f"finding flavor {name!r}", self._conn().compute.find_flavor, name, ignore_missing=True)
@@ -187,7 +187,7 @@ class OpenStackInstances:
             "name": request.name,
             "flavor_id": request.flavor_id,
             "image_id": request.image,
-            "networks": self._tasks._networks(conn),
+            "networks": self.client.networks_argument(),
             "metadata": {
                 META_INSTANCE: request.instance_id,
                 META_INSTANCE_NAME: request.name[:255],
@@ -195,7 +195,7 @@ class OpenStackInstances:
             },
             "tags": [installation_tag(), instance_tag(request.instance_id)],
         }
-        arguments |= self._tasks._placement_arguments()
+        arguments |= self.client.placement_arguments()
         server = self._call(f"creating server {request.name}", conn.compute.create_server, **arguments)
         return server.id
 
@@ -265,10 +265,10 @@ class OpenStackInstances:
 
     # ------------------------------------------------------------------ helpers
     def _conn(self) -> Any:
-        return self._tasks._conn()
+        return self.client.conn()
 
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._tasks._call(what, function, *args, **kwargs)
+        return self.client.call(what, function, *args, **kwargs)
 
 
 def _view(server: Any) -> ServerView:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from typing import Any
@@ -16,6 +17,7 @@ from cloudpivot.exceptions import Conflict
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
 from clusters.models import CloudConnection
+from runner_api.bootstrap import bootstrap_secret_issue
 from tasks import credentials, jobs
 from tasks.choices import (
     EXECUTING,
@@ -47,6 +49,15 @@ def attempt_ref(attempt: Attempt) -> AttemptRef:
         ),
         stop_requested=attempt.stop_requested_at is not None,
     )
+
+
+def attempt_start_ref(backend: Any, attempt: Attempt) -> AttemptRef:
+    """attempt_ref plus the one-time bootstrap secret, issued (and recorded) here for a backend that needs one."""
+    ref = attempt_ref(attempt)
+    if not backend.needs_bootstrap_secret:
+        return ref
+    secret = bootstrap_secret_issue(attempt_id=attempt.pk, runner_credential=ref.runner_credential)
+    return dataclasses.replace(ref, bootstrap_secret=secret)
 
 
 def current_attempt(task: Task) -> Attempt | None:
@@ -176,7 +187,8 @@ def attempt_start(*, attempt_id: int) -> str:
                 )
         return f"{attempt}: stopped before start"
     try:
-        ref = get_backend(task.connection).ensure_started(attempt_ref(attempt))
+        backend = get_backend(task.connection)
+        ref = backend.ensure_started(attempt_start_ref(backend, attempt))
     except BackendError as exc:
         return _start_failed(attempt, exc)
     with transaction.atomic():

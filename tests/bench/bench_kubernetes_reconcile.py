@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clusters.backends.base import BackendError
-from clusters.backends.kubernetes import LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, KubernetesBackend
+from clusters.backends.kubernetes import LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, KubernetesBackend, read_pod_log
 from clusters.models import CloudConnection
 from tasks import credentials
 from tasks.choices import AttemptState, TaskState
@@ -141,7 +141,7 @@ def warm_client():
         backend.health()
         backend.inventory("pods")
         with contextlib.suppress(BackendError):
-            backend._pod_log("missing", since=None, limit=1024)
+            read_pod_log(backend.client, "missing", since=None, limit=1024)
         print(f"\nfirst use of the kubernetes client in this process: {(time.perf_counter() - started):.1f} s")
     finally:
         kube.close()

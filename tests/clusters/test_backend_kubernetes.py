@@ -13,7 +13,7 @@ from clusters.backends.kubernetes import (
     LABEL_INSTALLATION,
     LABEL_TASK,
     KubernetesBackend,
-    _new_log_lines,
+    new_log_lines,
     parse_credentials_ref,
     timestamp_ns,
 )
@@ -149,9 +149,9 @@ def test_a_log_cut_by_the_byte_limit_is_finished_next_time(kube_connection, kube
 def test_the_log_cursor_skips_lines_it_has_already_returned():
     stamp = b"2026-01-01T00:00:01.5Z"
     raw = b"2026-01-01T00:00:01Z old\n" + stamp + b" x\n" + stamp + b" y\n"
-    data, cursor = _new_log_lines(raw, {}, limit=10_000)
+    data, cursor = new_log_lines(raw, {}, limit=10_000)
     assert data == b"old\nx\ny\n" and cursor["skip"] == 2
-    again, cursor2 = _new_log_lines(raw + stamp + b" z\n", cursor, limit=10_000)
+    again, cursor2 = new_log_lines(raw + stamp + b" z\n", cursor, limit=10_000)
     assert again == b"z\n" and cursor2["skip"] == 3
     assert (
         timestamp_ns(b"2026-01-01T00:00:01.000000001+01:00") == timestamp_ns(b"2026-01-01T00:00:01Z") - 3600 * 10**9 + 1

@@ -17,8 +17,8 @@ from django_q.conf import Conf
 
 from cloudpivot.accounts.models import AuditEntry
 from clusters.backends.kubernetes import LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, label_value
-from resources.models import OrphanFinding
-from resources.orphan_scan import orphans_scan
+from orphans.models import OrphanFinding
+from orphans.scan import orphans_scan
 from tasks.models import Attempt
 from tasks.services.submission import task_submit
 from tests.clusters.kube_fixture import JOBS
@@ -104,7 +104,7 @@ def test_deleting_an_orphan_job_from_the_admin_removes_it_and_is_audited(kube, k
     assert found["cp-kept-2"].protected_reason == "labelled cloudpivot.io/protected"
     client = superuser_client()
 
-    url = "/admin/resources/orphanfinding/"
+    url = "/admin/orphans/orphanfinding/"
     pks = [found["cp-lost-2"].pk, found["cp-kept-2"].pk]
     response = client.post(url, {"action": "delete_in_cloud", "_selected_action": pks}, follow=True)
 
@@ -131,7 +131,7 @@ def test_a_delete_rechecks_the_label_and_the_uid_at_action_time(kube, kube_conne
     client = superuser_client()
 
     response = client.post(
-        "/admin/resources/orphanfinding/", {"action": "delete_in_cloud", "_selected_action": [finding.pk]}, follow=True
+        "/admin/orphans/orphanfinding/", {"action": "delete_in_cloud", "_selected_action": [finding.pk]}, follow=True
     )
 
     assert "left alone" in response.content.decode()
@@ -158,7 +158,7 @@ def test_a_delete_the_cluster_refuses_marks_the_finding_needs_cleanup_with_the_e
     client = superuser_client()
 
     response = client.post(
-        "/admin/resources/orphanfinding/", {"action": "delete_in_cloud", "_selected_action": [finding.pk]}, follow=True
+        "/admin/orphans/orphanfinding/", {"action": "delete_in_cloud", "_selected_action": [finding.pk]}, follow=True
     )
 
     assert "deleting job cp-lost-5 failed" in response.content.decode().lower()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.backends.figures import cloud_figures
+from clusters.backends import cloud_figures
 from clusters.metrics.sampling import sample_all
 from clusters.models import CloudConnection, MetricSample
 from tests import helpers

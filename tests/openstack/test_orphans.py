@@ -20,14 +20,15 @@ from keystoneauth1 import exceptions as ks_exc
 from cloudpivot.accounts.models import AuditEntry
 from clusters.backends.openstack import installation_tag
 from clusters.models import CloudConnection
+from orphans.models import OrphanFinding
+from orphans.scan import orphans_scan
 from resources.backends.openstack import instance_tag
-from resources.models import Instance, OrphanFinding, Snapshot
-from resources.orphan_scan import orphans_scan
+from resources.models import Instance, Snapshot
 from tests import helpers
 from tests.openstack.conftest import INSTALLATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db]
-CHANGELIST = "/admin/resources/orphanfinding/"
+CHANGELIST = "/admin/orphans/orphanfinding/"
 
 
 @pytest.fixture

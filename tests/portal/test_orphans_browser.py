@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import AuditEntry
-from resources.models import OrphanFinding
+from orphans.models import OrphanFinding
 from tests.clusters import conftest as cluster_fixtures
 from tests.clusters.kube_fixture import JOBS
 from tests.clusters.test_orphans_kubernetes import job, ours
@@ -28,7 +28,7 @@ def test_an_admin_scans_sees_the_orphan_job_and_deletes_it_from_the_report(brows
     kube.put(JOBS, "tasks", job("not-ours-b", {"app": "handmade"}))
     page = browser.new_page()
     try:
-        page.goto(f"{live.url}/admin/login/?next=/admin/resources/orphanfinding/")
+        page.goto(f"{live.url}/admin/login/?next=/admin/orphans/orphanfinding/")
         page.fill("input[name=username]", "root")
         page.fill("input[name=password]", "pw-root-orphans")
         page.click("input[type=submit]")

@@ -27,8 +27,9 @@ class Command(BaseCommand):
             raise CommandError(f"no cloud connection '{cloud_id}' (known: {known})")
         try:
             backend = get_backend(connection)
-            if hasattr(backend, "requirements"):
-                self._check_requirements(cloud_id, connection, backend)
+            requirements = backend.requirements()
+            if requirements is not None:
+                self._report_requirements(cloud_id, connection, requirements)
                 return
             health = backend.health()
         except BackendError as exc:
@@ -36,12 +37,12 @@ class Command(BaseCommand):
         self.stdout.write(f"{cloud_id} ({connection.backend}): {'ok' if health.ok else 'NOT OK'}: {health.message}")
         if not health.ok:
             raise CommandError(f"{cloud_id}: cannot use this cloud: {health.message}")
-        if not hasattr(backend, "permissions"):
-            return
         try:
             results = backend.permissions()
         except BackendError as exc:
             raise CommandError(f"{cloud_id}: could not check permissions: {exc.message}") from None
+        if results is None:
+            return
         missing = [r for r in results if r["required"] and not r["allowed"]]
         for r in results:
             where = f" in namespace {r['namespace']}" if r["namespace"] else " (cluster-wide)"
@@ -57,9 +58,8 @@ class Command(BaseCommand):
             )
         self.stdout.write(self.style.SUCCESS(f"{cloud_id}: everything CloudPivot needs is allowed"))
 
-    def _check_requirements(self, cloud_id: str, connection: CloudConnection, backend) -> None:
+    def _report_requirements(self, cloud_id: str, connection: CloudConnection, results: list[dict]) -> None:
         """OpenStack: each thing CloudPivot needs, checked and said in words."""
-        results = backend.requirements()
         self.stdout.write(f"{cloud_id} ({connection.backend}):")
         for r in results:
             mark = "ok     " if r["ok"] else ("MISSING" if r["required"] else "absent ")

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from clusters.backends.base import BackendError
 from clusters.models import CloudConnection
-from resources.backends.tagged import tagged_lister
-from resources.orphan_models import FindingState, OrphanFinding
-from resources.orphans import Report, connection_report
+from orphans.listers import tagged_lister
+from orphans.models import FindingState, OrphanFinding
+from orphans.report import Report, connection_report
 
 logger = logging.getLogger(__name__)
 DELETE_GRACE = dt.timedelta(minutes=10)  # a cloud may take this long to make a deleted resource disappear

@@ -5,14 +5,15 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters.models import CloudConnection
-from resources.orphan_models import OrphanFinding
-from resources.orphan_scan import orphans_scan
+from orphans.models import OrphanFinding
+from orphans.scan import orphans_scan
 
 
 class Command(BaseCommand):
     help = (
-        "Compare what CloudPivot tagged in each cloud (servers, snapshot images, volumes, Jobs) with its database "
-        "and store the findings (admin: Resources › Orphan findings). Never deletes anything."
+        "Compare what CloudPivot tagged in each cloud (servers, snapshot images, volumes, Jobs, KubeVirt VMs, "
+        "VM snapshots, DataVolumes) with its database and store the findings (admin: Orphans › Orphan findings). "
+        "Never deletes anything."
     )
 
     def add_arguments(self, parser):

@@ -1,7 +1,7 @@
 """The stored orphan report: one row per (connection, kind, cloud id) the reconciler found out of step.
 
-Imported by resources.models (one line) so the app owns it; kept apart so the instance models stay as
-they are. Only resources.orphan_scan and resources.orphan_actions write these rows.
+Only orphans.scan and orphans.actions write these rows. The table keeps its first name
+(`resources_orphanfinding`): the model moved apps, the data did not.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class FindingState(models.TextChoices):
 
 class OrphanFinding(BaseModel):
     connection = models.ForeignKey(CloudConnection, on_delete=models.CASCADE, related_name="orphan_findings")
-    kind = models.CharField(max_length=16, help_text="server, image, volume or job")
+    kind = models.CharField(max_length=16, help_text="server, image, volume, job, vm, vm_snapshot or data_volume")
     ref = models.CharField(max_length=255, help_text="The cloud's id (a Job: its name in the namespace).")
     uid = models.CharField(max_length=64, blank=True, help_text="Kubernetes uid (a delete precondition).")
     name = models.CharField(max_length=255, blank=True)
@@ -44,6 +44,7 @@ class OrphanFinding(BaseModel):
     resolved_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "resources_orphanfinding"
         ordering = ["-last_seen_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["connection", "kind", "ref"], name="resources_orphanfinding_unique_ref")

@@ -2,7 +2,7 @@
 `cloudpivot_installation` property CloudPivot writes on every snapshot) and volumes (where the cloud has
 block storage). One LIST per kind per scan; reads by id for the re-checks an action makes.
 
-Connections, tags and error words come from the task backend (clusters.backends.openstack).
+Connections, tags and error words come from the OpenStack package's public client (OpenStackClient).
 """
 
 from __future__ import annotations
@@ -12,30 +12,33 @@ from typing import Any
 from django.conf import settings
 
 from clusters.backends.base import BackendError
-from clusters.backends.openstack import META_ATTEMPT, META_INSTALLATION, META_TASK, OpenStackBackend, installation_tag
+from clusters.backends.openstack import META_ATTEMPT, META_INSTALLATION, META_TASK, OpenStackClient, installation_tag
 from clusters.models import CloudConnection
-from resources.backends.openstack import BLOCK_STORAGE_TYPES, META_INSTANCE, META_INSTANCE_NAME, instance_tag
-from resources.backends.tagged import IMAGE, PROTECTED_PROPERTY, PROTECTED_TAG, SERVER, VOLUME, CloudItem, is_true
+from orphans.listers.base import IMAGE, PROTECTED_PROPERTY, PROTECTED_TAG, SERVER, VOLUME, CloudItem, is_true
+from resources.backends.openstack import META_INSTANCE, META_INSTANCE_NAME, instance_tag
 
 META_SNAPSHOT = "cloudpivot_snapshot"
 META_SERVER = "instance_uuid"  # what Nova writes on a server's snapshot image: the server it came from
 
 
 class OpenStackTagged:
+    instance_kind = SERVER  # what an Instance row expects in this cloud (the "missing" check)
+    snapshot_kind = IMAGE
+
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
-        self._backend = OpenStackBackend(connection)
+        self.client = OpenStackClient(connection)
         self.notes: list[str] = []
 
     # ------------------------------------------------------------------ listing
     def items(self) -> list[CloudItem]:
-        conn = self._backend._conn()
+        conn = self.client.conn()
         servers = self._call("listing tagged servers", lambda: list(conn.compute.servers(tags=installation_tag())))
         images = self._call("listing images", lambda: list(conn.image.images()))
         found = [server_item(s) for s in servers]
         found += [image_item(i) for i in images]
         found = [item for item in found if item.ours]  # the tag filter is the cloud's; checked again here
-        if self._backend._catalog_types(conn) & BLOCK_STORAGE_TYPES:
+        if self.client.has_block_storage():
             volumes = self._call("listing volumes", lambda: list(conn.block_storage.volumes(details=True)))
             found += [item for item in (volume_item(v) for v in volumes) if item.ours]
         else:
@@ -45,7 +48,7 @@ class OpenStackTagged:
         return found
 
     def read(self, kind: str, ref: str) -> CloudItem | None:
-        conn = self._backend._conn()
+        conn = self.client.conn()
         getter, convert = {
             SERVER: (conn.compute.get_server, server_item),
             IMAGE: (conn.image.get_image, image_item),
@@ -60,7 +63,7 @@ class OpenStackTagged:
 
     # ------------------------------------------------------------------ writes
     def delete(self, item: CloudItem) -> None:
-        conn = self._backend._conn()
+        conn = self.client.conn()
         deleter = {  # looked up lazily: a cloud without block storage has no `block_storage` proxy at all
             SERVER: lambda: conn.compute.delete_server,
             IMAGE: lambda: conn.image.delete_image,
@@ -70,7 +73,7 @@ class OpenStackTagged:
 
     def claim_server(self, server_id: str, *, instance_id: str, name: str) -> None:
         """Mark an adopted server as the instance's, the way `create` marks a new one: metadata and a tag."""
-        conn = self._backend._conn()
+        conn = self.client.conn()
         server = self._call("reading the server", conn.compute.get_server, server_id)
         self._call(
             "writing the instance metadata",
@@ -81,7 +84,7 @@ class OpenStackTagged:
         self._call("tagging the server", conn.compute.add_tag_to_server, server, instance_tag(instance_id))
 
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._backend._call(what, function, *args, **kwargs)
+        return self.client.call(what, function, *args, **kwargs)
 
 
 def installation_id() -> str:

@@ -3,18 +3,16 @@
 Hypervisor CPU/memory totals left the Nova API at microversion 2.88, so they are asked for at 2.87
 (Zed serves both). Hypervisor statistics and diagnostics are admin-only by default policy: a 403 is a
 note (the cloud does not show them to these credentials), not an error. Every call goes through the
-backend's `_call`, so its timeout (`api_timeout_seconds`) and error words apply.
+connection's OpenStackClient, so its timeout (`api_timeout_seconds`) and error words apply.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import openstack.exceptions as os_exc
-
-from clusters.backends.base import BackendError
-from clusters.backends.figures import CPU_CAPACITY, CPU_USED, MEMORY_CAPACITY, MEMORY_USED, CloudFigures
-from clusters.backends.openstack import OpenStackBackend
+from clusters.backends.base import CPU_CAPACITY, CPU_USED, MEMORY_CAPACITY, MEMORY_USED, BackendError, CloudFigures
+from clusters.backends.openstack.client import OpenStackClient
+from clusters.backends.openstack.inventory import quota_usage
 from clusters.models import CloudConnection
 
 HYPERVISOR_MICROVERSION = "2.87"
@@ -25,17 +23,13 @@ MAX_DIAGNOSTICS = 50
 MIB = 1024 * 1024
 
 
-def hypervisor_figures(backend: OpenStackBackend) -> dict[str, dict[str, float]]:
+def hypervisor_figures(client: OpenStackClient) -> dict[str, dict[str, float]]:
     """Hypervisor name → CPU (vCPUs allocated to servers, of all) and memory (allocated, of all) figures."""
-    conn = backend._conn()
-
-    def read() -> list[dict[str, Any]]:
-        response = conn.compute.get("/os-hypervisors/detail", microversion=HYPERVISOR_MICROVERSION)
-        os_exc.raise_from_response(response)
-        return response.json().get("hypervisors") or []
-
+    answer = client.compute_request(
+        "reading hypervisor statistics", "GET", "/os-hypervisors/detail", microversion=HYPERVISOR_MICROVERSION
+    )
     out = {}
-    for hv in backend._call("reading hypervisor statistics", read):
+    for hv in answer.get("hypervisors") or []:
         out[hv.get("hypervisor_hostname") or str(hv.get("id"))] = {
             CPU_CAPACITY: float(hv.get("vcpus") or 0),
             CPU_USED: float(hv.get("vcpus_used") or 0),
@@ -46,28 +40,23 @@ def hypervisor_figures(backend: OpenStackBackend) -> dict[str, dict[str, float]]
     return out
 
 
-def server_diagnostics(backend: OpenStackBackend, servers: list[Any], notes: list[str]) -> dict[str, dict[str, float]]:
+def server_diagnostics(client: OpenStackClient, servers: list[Any], notes: list[str]) -> dict[str, dict[str, float]]:
     """Server id → memory and CPU figures from Nova's diagnostics (what the hypervisor driver reports).
 
     Each GET waits at most DIAGNOSTICS_TIMEOUT_SECONDS (Nova asks the compute host over RPC, which can
     hang); the first failure ends this pass's diagnostics with a note, so hypervisor and quota figures
     are never lost to a slow compute host.
     """
-    conn = backend._conn()
     out = {}
     for server in [s for s in servers if s.status == "ACTIVE"][:MAX_DIAGNOSTICS]:
-
-        def read(server_id: str = server.id) -> dict[str, Any]:
-            response = conn.compute.get(
-                f"/servers/{server_id}/diagnostics",
+        try:
+            diag = client.compute_request(
+                f"reading diagnostics of server {server.id}",
+                "GET",
+                f"/servers/{server.id}/diagnostics",
                 microversion=DIAGNOSTICS_MICROVERSION,
                 timeout=DIAGNOSTICS_TIMEOUT_SECONDS,
             )
-            os_exc.raise_from_response(response)
-            return response.json()
-
-        try:
-            diag = backend._call(f"reading diagnostics of server {server.id}", read)
         except BackendError as exc:
             notes.append(f"no server diagnostics this pass: {exc.message}")
             break
@@ -89,17 +78,17 @@ def server_diagnostics(backend: OpenStackBackend, servers: list[Any], notes: lis
 
 
 def cloud_figures(connection: CloudConnection) -> CloudFigures:
-    backend = OpenStackBackend(connection)
+    client = OpenStackClient(connection)
     figures = CloudFigures()
-    for row in backend.inventory("quotas"):
+    for row in quota_usage(client):
         figures.connection[f"cloud_quota_used_{row['resource']}"] = float(row["used"] or 0)
         if row["limit"] is not None:
             figures.connection[f"cloud_quota_limit_{row['resource']}"] = float(row["limit"])
     try:
-        figures.nodes = hypervisor_figures(backend)
+        figures.nodes = hypervisor_figures(client)
     except BackendError as exc:
         if exc.kind not in ("auth", "not_found"):
             raise
         figures.notes.append(f"no hypervisor statistics: {exc.message}")
-    figures.instances = server_diagnostics(backend, backend.list_servers(), figures.notes)
+    figures.instances = server_diagnostics(client, client.servers(), figures.notes)
     return figures

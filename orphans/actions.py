@@ -15,16 +15,18 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from cloudpivot.accounts.models import AuditEntry, Project, Role
+from cloudpivot.accounts.models import Project, Role
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec
 from clusters.backends.base import BackendError
 from clusters.backends.openstack import META_INSTALLATION, installation_tag
-from resources.backends.tagged import SERVER, CloudItem, tagged_lister
+from orphans.listers import tagged_lister
+from orphans.listers.base import SERVER, CloudItem
+from orphans.models import FindingCategory, FindingState, OrphanFinding
+from orphans.report import Known, classify
+from resources.audit import audit_system
 from resources.choices import InstanceStatus, PowerState
 from resources.models import Instance
-from resources.orphan_models import FindingCategory, FindingState, OrphanFinding
-from resources.orphans import Known, classify
 
 ADOPTABLE_STATUSES = {"ACTIVE": InstanceStatus.RUNNING, "SHUTOFF": InstanceStatus.STOPPED}
 PAUSED_STATUSES = {"PAUSED": InstanceStatus.PAUSED, "SUSPENDED": InstanceStatus.SUSPENDED}
@@ -197,15 +199,11 @@ def _update(finding: OrphanFinding, **values: Any) -> None:
 
 
 def _audit(actor, action: str, finding: OrphanFinding, outcome: str, details: dict[str, Any]) -> None:
-    AuditEntry.objects.create(
-        actor=actor,
-        actor_name=actor.get_username() if actor is not None else "cloudpivot",
-        via="admin",
+    audit_system(
         action=action,
-        method="",
-        path="",
-        object_ref=f"{finding.connection.cloud_id}/{finding.kind}/{finding.ref}"[:200],
-        status_code=0,
-        outcome=outcome,
+        object_ref=f"{finding.connection.cloud_id}/{finding.kind}/{finding.ref}",
         details={"category": finding.category, "name": finding.name, **details},
+        actor=actor,
+        via="admin",
+        outcome=outcome,
     )

@@ -1,6 +1,6 @@
 """The orphan report in the admin: findings with delete-in-cloud and adopt actions, and a "scan now" button.
 
-Rows are written only by the scan and by resources.orphan_actions (which re-check the cloud first);
+Rows are written only by the scan and by orphans.actions (which re-check the cloud first);
 the admin itself edits nothing.
 """
 
@@ -17,9 +17,9 @@ from django.views.decorators.http import require_POST
 from cloudpivot.accounts.models import Project
 from cloudpivot.admin import ReadOnlyAdmin
 from cloudpivot.exceptions import ApplicationError
-from resources.orphan_actions import orphan_adopt, orphan_delete
-from resources.orphan_models import OrphanFinding
-from resources.orphan_scan import orphans_scan
+from orphans.actions import orphan_adopt, orphan_delete
+from orphans.models import OrphanFinding
+from orphans.scan import orphans_scan
 
 
 class AdoptForm(forms.Form):
@@ -30,7 +30,7 @@ class AdoptForm(forms.Form):
 
 @admin.register(OrphanFinding)
 class OrphanFindingAdmin(ReadOnlyAdmin):
-    change_list_template = "admin/resources/orphanfinding/change_list.html"
+    change_list_template = "admin/orphans/orphanfinding/change_list.html"
     list_display = ["category", "kind", "name", "ref", "connection", "is_protected", "state", "reason", "last_seen_at"]
     list_filter = ["category", "state", "kind", "connection"]
     search_fields = ["ref", "name", "reason"]
@@ -87,7 +87,7 @@ class OrphanFindingAdmin(ReadOnlyAdmin):
             "form": form,
             "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
         }
-        return TemplateResponse(request, "admin/resources/orphanfinding/adopt.html", context)
+        return TemplateResponse(request, "admin/orphans/orphanfinding/adopt.html", context)
 
     @admin.action(description="Scan these findings' clouds again")
     def rescan(self, request: HttpRequest, queryset) -> None:
@@ -97,11 +97,11 @@ class OrphanFindingAdmin(ReadOnlyAdmin):
     # ------------------------------------------------------------------ scan now
     def get_urls(self):
         view = self.admin_site.admin_view(require_POST(self.scan_view))
-        return [path("scan/", view, name="resources_orphanfinding_scan"), *super().get_urls()]
+        return [path("scan/", view, name="orphans_orphanfinding_scan"), *super().get_urls()]
 
     def scan_view(self, request: HttpRequest):
         if not request.user.is_superuser:
             self.message_user(request, "only platform staff may scan the clouds", messages.ERROR)
         else:
             self.message_user(request, orphans_scan())
-        return HttpResponseRedirect(reverse("admin:resources_orphanfinding_changelist"))
+        return HttpResponseRedirect(reverse("admin:orphans_orphanfinding_changelist"))

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.models import CloudConnection
-from resources.backends.tagged import IMAGE, JOB, SERVER, VOLUME, CloudItem, TaggedLister, tagged_lister
+from orphans.listers import tagged_lister
+from orphans.listers.base import DATA_VOLUME, IMAGE, JOB, SERVER, VM, VM_SNAPSHOT, VOLUME, CloudItem, TaggedLister
 from resources.choices import InstanceStatus, SnapshotStatus
 from resources.models import Instance, Snapshot
 from tasks.choices import CleanupState
@@ -65,7 +66,7 @@ def classify(item: CloudItem, known: Known) -> Finding | None:
     """None when the database accounts for the item; else the finding, with any protection found."""
     if not item.ours:
         return None  # never listed, never touched: not ours
-    verdict = {SERVER: _server, IMAGE: _image, VOLUME: _volume, JOB: _job}[item.kind](item, known)
+    verdict = RULES[item.kind](item, known)
     if verdict is None:
         return None
     category, reason = verdict
@@ -130,7 +131,7 @@ class Known:
 
     def references(self, item: CloudItem) -> str:
         """Why deleting the item would break something the portal keeps ("" when nothing refers to it)."""
-        if item.kind == SERVER:
+        if item.kind in (SERVER, VM):
             sources = self.images_by_source.get(item.ref, [])
             live = Snapshot.objects.filter(instance__server_id=item.ref).exclude(status=SnapshotStatus.DELETED)
             names = [f"image {i.name or i.ref}" for i in sources] + [f"snapshot {s.name}" for s in live]
@@ -182,6 +183,27 @@ def _job(item: CloudItem, known: Known) -> tuple[str, str] | None:
     return _attempt_rule(item, known, "Job")
 
 
+def _data_volume(item: CloudItem, known: Known) -> tuple[str, str] | None:
+    """A KubeVirt root disk: its instance's while that lives; kept by a delete once the instance is gone."""
+    instance = known.instances_by_id.get(item.owner.get("instance", ""))
+    if instance is None:
+        return ORPHAN, "a DataVolume of this installation that no instance of CloudPivot's refers to"
+    if instance.status != InstanceStatus.DELETED:
+        return None
+    return STALE, f"instance {instance} was deleted keeping its disk; the DataVolume is still in the cloud"
+
+
+RULES = {
+    SERVER: _server,
+    VM: _server,
+    IMAGE: _image,
+    VM_SNAPSHOT: _image,
+    VOLUME: _volume,
+    DATA_VOLUME: _data_volume,
+    JOB: _job,
+}
+
+
 def _attempt_rule(item: CloudItem, known: Known, what: str) -> tuple[str, str] | None:
     """An open attempt (or one whose cleanup is still pending) owns its resource; a cleaned-up one does not."""
     name = item.owner["attempt"]
@@ -204,11 +226,12 @@ def missing(connection: CloudConnection, items: list[CloudItem], lister: TaggedL
     expected: list[tuple[str, str, str, str]] = []
     instances = Instance.objects.filter(connection=connection).exclude(status=InstanceStatus.DELETED)
     for instance in instances.exclude(server_id=""):
-        expected.append((SERVER, instance.server_id, instance.name, f"instance {instance} ({instance.status})"))
+        row = f"instance {instance} ({instance.status})"
+        expected.append((lister.instance_kind, instance.server_id, instance.name, row))
     for snapshot in Snapshot.objects.filter(connection=connection, status=SnapshotStatus.AVAILABLE).exclude(
         image_id=""
     ):
-        expected.append((IMAGE, snapshot.image_id, snapshot.name, f"snapshot {snapshot} (available)"))
+        expected.append((lister.snapshot_kind, snapshot.image_id, snapshot.name, f"snapshot {snapshot} (available)"))
     findings = []
     for kind, ref, name, row in expected:
         if (kind, ref) in listed or lister.read(kind, ref) is not None:

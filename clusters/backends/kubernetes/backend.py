@@ -1,0 +1,195 @@
+"""The `kubernetes` execution backend: one `batch/v1` Job per Attempt (docs/backends/kubernetes.md).
+
+Observation costs two API calls per connection per pass whatever the number of tasks: one LIST of
+Jobs and one LIST of Pods, both by the installation label. Log copying is one call per running pod,
+at most every `log_interval_seconds`, plus a final one when the pod ends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from clusters.backends.base import (
+    AttemptRef,
+    BackendError,
+    ExecutionBackend,
+    ExternalRef,
+    Health,
+    LogPiece,
+    Observation,
+)
+from clusters.backends.kubernetes import figures, inventory, logs
+from clusters.backends.kubernetes.client import KubeApiError, KubeClient
+from clusters.backends.kubernetes.labels import LABEL_ATTEMPT, describe_labels, job_is_ours
+from clusters.backends.kubernetes.manifest import job_manifest
+from clusters.backends.kubernetes.observation import PodView, container_started, newest_pod, observe_attempt
+from clusters.models import CloudConnection
+
+KUBEVIRT_GROUP = "kubevirt.io"
+
+
+class KubernetesBackend(ExecutionBackend):
+    uses_runner = False
+    inventory_kinds = inventory.INVENTORY_KINDS
+
+    def __init__(self, connection: CloudConnection) -> None:
+        self.connection = connection
+        self.client = KubeClient(connection)
+        self.namespace = self.client.namespace
+        self.options = self.client.options
+        self.installation = self.client.installation
+        self.selector = self.client.selector
+        self._pods: dict[str, PodView] = {}
+
+    @property
+    def api_calls(self) -> int:
+        """Requests sent by this backend's client (benchmarks and tests read it)."""
+        return self.client.api_calls
+
+    # ------------------------------------------------------------------ interface
+    def validate(self, spec: dict[str, Any]) -> list[dict[str, str]]:
+        errors = []
+        if not spec.get("image"):
+            errors.append(
+                {
+                    "field": "image",
+                    "message": f"the {self.connection.cloud_id} cloud runs containers: name the container image "
+                    'to run the command in, e.g. "image": "python:3.12-slim"',
+                }
+            )
+        return errors
+
+    def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
+        name = attempt.external_name
+        client = self.client
+        try:
+            job = client.call(
+                f"creating Job {name}", client.batch().create_namespaced_job, self.namespace, self.job(attempt)
+            )
+        except KubeApiError as exc:
+            if exc.status != 409:
+                raise
+            existing = client.call(f"reading Job {name}", client.batch().read_namespaced_job, name, self.namespace)
+            if self._is_ours(existing, attempt):
+                return ExternalRef(ref=existing["metadata"].get("uid", ""), adopted=True)
+            labels = existing["metadata"].get("labels") or {}
+            raise BackendError(
+                f"a Job named {name} already exists in namespace {self.namespace} but was not created by this "
+                f"CloudPivot installation for this attempt (its labels: {describe_labels(labels)}); "
+                "it was left alone",
+                kind="invalid_spec",
+            ) from None
+        return ExternalRef(ref=job["metadata"].get("uid", ""), adopted=False)
+
+    def observe(self, attempts: list[AttemptRef]) -> list[Observation]:
+        if not attempts:
+            return []
+        jobs = self.client.jobs(label_selector=self.selector)
+        pods = self.client.pods(what="listing pods", label_selector=self.selector)
+        jobs_by_name = {
+            job["metadata"]["name"]: job
+            for job in jobs
+            if (job["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) == job["metadata"]["name"]
+        }
+        pods_by_attempt: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods:
+            attempt_name = (pod["metadata"].get("labels") or {}).get(LABEL_ATTEMPT)
+            if attempt_name:
+                pods_by_attempt.setdefault(attempt_name, []).append(pod)
+        now = dt.datetime.now(dt.UTC)
+        grace = float(self.options["image_pull_grace_seconds"])
+        observations = []
+        for attempt in attempts:
+            pod = newest_pod(pods_by_attempt.get(attempt.external_name, []))
+            observation = observe_attempt(
+                attempt,
+                jobs_by_name.get(attempt.external_name),
+                pod,
+                now,
+                namespace=self.namespace,
+                image_pull_grace=grace,
+            )
+            if pod is not None:
+                self._pods[attempt.external_name] = PodView(
+                    name=pod["metadata"]["name"],
+                    started=container_started(pod),
+                    finished=observation.phase in ("succeeded", "failed", "gone"),
+                )
+            observations.append(observation)
+        return observations
+
+    def stop(self, attempt: AttemptRef) -> None:
+        """Delete the Job (its pod follows, Background propagation). Already gone is success."""
+        self._delete_job(attempt)
+
+    def cleanup(self, attempt: AttemptRef) -> bool:
+        if self.options["keep_finished_jobs"] and not attempt.stop_requested:
+            return True  # the cluster's TTL controller removes it after ttl_seconds_after_finished
+        return self._delete_job(attempt)
+
+    def fetch_logs(self, attempt: AttemptRef, cursor: dict[str, Any]) -> tuple[list[LogPiece], dict[str, Any]]:
+        """New log lines of the attempt's pod since `cursor`, each returned once (see logs.py)."""
+        return logs.fetch_pod_logs(self.client, attempt, cursor, self._pods.get(attempt.external_name))
+
+    def health(self) -> Health:
+        try:
+            version = self.client.server_version()
+            self.client.jobs(what=f"listing Jobs in namespace {self.namespace}", limit=1)
+        except BackendError as exc:
+            return Health(ok=False, message=exc.message)
+        return Health(
+            ok=True,
+            message=f"Kubernetes {version.get('gitVersion', '?')} at {self.client.host}: "
+            f"reachable, credentials accepted, Jobs readable in namespace {self.namespace}",
+        )
+
+    # ------------------------------------------------------------------ optional abilities
+    def permissions(self) -> list[dict[str, Any]]:
+        return inventory.permissions(self.client)
+
+    def inventory(self, kind: str) -> list[dict[str, Any]]:
+        return inventory.inventory(self.client, kind)
+
+    def metrics(self) -> dict[str, Any]:
+        return figures.metrics(self.client)
+
+    def vm_instances(self) -> tuple[bool, str]:
+        if self.client.serves_api_group(KUBEVIRT_GROUP):
+            return True, "KubeVirt VirtualMachines (kubevirt.io/v1)"
+        return False, (
+            "VM instances not available on this cluster: it does not serve the kubevirt.io API "
+            "(KubeVirt is not installed)"
+        )
+
+    # ------------------------------------------------------------------ the Job
+    def job(self, attempt: AttemptRef) -> dict[str, Any]:
+        """The Job manifest for an attempt (manifest.py)."""
+        return job_manifest(attempt, namespace=self.namespace, installation=self.installation, options=self.options)
+
+    def _is_ours(self, job: dict[str, Any], attempt: AttemptRef) -> bool:
+        return job_is_ours(
+            job, external_name=attempt.external_name, task_id=attempt.task_id, installation=self.installation
+        )
+
+    def _delete_job(self, attempt: AttemptRef) -> bool:
+        """Delete our Job (Background propagation: its pod follows); True when it is gone.
+
+        Only our Job: the delete carries a UID precondition, so a Job of the same name that is not the
+        attempt's (another installation's, or one made by hand) is never deleted. Without a recorded UID
+        (the start never recorded one) the Job is read first and deleted only if its labels are ours.
+        """
+        name, uid = attempt.external_name, attempt.external_ref
+        if not uid:
+            job = self.client.job(name)
+            if job is None or not self._is_ours(job, attempt):
+                return True  # nothing of ours by that name
+            uid = job["metadata"].get("uid", "")
+        try:
+            answer = self.client.delete_job(name, uid=uid)
+        except KubeApiError as exc:
+            if exc.status in (404, 409):  # gone, or the name now belongs to another object: ours is gone
+                return True
+            raise
+        metadata = answer.get("metadata") or {}
+        return not (answer.get("kind") == "Job" and metadata.get("finalizers"))

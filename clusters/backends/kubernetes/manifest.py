@@ -1,0 +1,106 @@
+"""The `batch/v1` Job of an attempt: literal argv, no retries by Kubernetes, CloudPivot's labels.
+
+Connection `options` give every Job its defaults: `node_selector`, `tolerations`, `image_pull_secrets`,
+`service_account`, `ttl_seconds_after_finished`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from clusters.backends.base import AttemptRef
+from clusters.backends.kubernetes.labels import CONTAINER, LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, label_value
+
+
+def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, options: dict[str, Any]) -> dict:
+    """The Job manifest for an attempt."""
+    spec = attempt.spec
+    labels = {
+        LABEL_TASK: label_value(attempt.task_id),
+        LABEL_ATTEMPT: attempt.external_name,
+        LABEL_INSTALLATION: installation,
+    }
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec["image"],
+        "command": list(spec["command"]),
+        "env": [{"name": key, "value": value} for key, value in (spec.get("env") or {}).items()],
+        "resources": _resources(spec.get("resources") or {}),
+    }
+    if spec.get("workdir"):
+        container["workingDir"] = spec["workdir"]
+    volumes = spec.get("volumes") or []
+    if volumes:
+        container["volumeMounts"] = [
+            {"name": f"vol-{i}", "mountPath": v["mount_path"], "readOnly": bool(v.get("read_only"))}
+            for i, v in enumerate(volumes)
+        ]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        # A task gets no API credentials unless the connection names a service account for it.
+        "automountServiceAccountToken": bool(options.get("service_account")),
+    }
+    if options.get("service_account"):
+        pod_spec["serviceAccountName"] = options["service_account"]
+    if volumes:
+        pod_spec["volumes"] = [
+            {
+                "name": f"vol-{i}",
+                "persistentVolumeClaim": {"claimName": v["claim"], "readOnly": bool(v.get("read_only"))},
+            }
+            for i, v in enumerate(volumes)
+        ]
+    node_selector = dict(options.get("node_selector") or {}) | dict(spec.get("node_selector") or {})
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    tolerations = [_toleration(t) for t in list(options.get("tolerations") or []) + list(spec.get("tolerations") or [])]
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    if options.get("image_pull_secrets"):
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in options["image_pull_secrets"]]
+    job_spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    }
+    if spec.get("timeout_seconds"):
+        job_spec["activeDeadlineSeconds"] = int(spec["timeout_seconds"])
+    if options.get("ttl_seconds_after_finished") is not None:
+        job_spec["ttlSecondsAfterFinished"] = int(options["ttl_seconds_after_finished"])
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": attempt.external_name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"cloudpivot.io/attempt-number": str(attempt.number)},
+        },
+        "spec": job_spec,
+    }
+
+
+def _resources(resources: dict[str, Any]) -> dict[str, Any]:
+    """requests = limits for CPU and memory (predictable batch runs); GPUs as nvidia.com/gpu limits."""
+    amounts: dict[str, str] = {}
+    if resources.get("cpu"):
+        amounts["cpu"] = f"{int(math.ceil(float(resources['cpu']) * 1000))}m"
+    if resources.get("memory_mb"):
+        amounts["memory"] = f"{int(resources['memory_mb'])}Mi"
+    out: dict[str, Any] = {}
+    if amounts:
+        out = {"requests": dict(amounts), "limits": dict(amounts)}
+    if resources.get("gpu"):
+        out.setdefault("limits", {})["nvidia.com/gpu"] = str(int(resources["gpu"]))
+    return out
+
+
+def _toleration(toleration: dict[str, Any]) -> dict[str, Any]:
+    out = {"operator": toleration.get("operator") or "Equal"}
+    for key in ("key", "value", "effect"):
+        if toleration.get(key):
+            out[key] = toleration[key]
+    if toleration.get("toleration_seconds") is not None:
+        out["tolerationSeconds"] = int(toleration["toleration_seconds"])
+    return out

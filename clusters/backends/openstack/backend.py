@@ -1,0 +1,249 @@
+"""The `openstack` execution backend: one Nova server per Attempt, booted with cloud-init that starts the Runner.
+
+The Runner's reports are the truth about the program (uses_runner): the server's status is only
+evidence. Observation costs one server LIST per connection per pass (by our installation tag), whatever
+the number of tasks (plus one GET for a server in ERROR, whose fault Nova leaves out of lists). The VM's
+user data holds a one-time bootstrap secret that the task service issued, not the attempt credential.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import re
+from typing import Any
+
+from django.conf import settings
+
+from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
+from clusters.backends.openstack import checks, cloudinit, inventory
+from clusters.backends.openstack.client import (
+    META_ATTEMPT,
+    META_INSTALLATION,
+    META_TASK,
+    OpenStackClient,
+    installation_tag,
+)
+from clusters.backends.openstack.observation import server_observation, survivor
+from clusters.models import CloudConnection
+
+CONSOLE_TIMEOUT_SECONDS = 10
+
+
+class OpenStackBackend(ExecutionBackend):
+    uses_runner = True
+    needs_bootstrap_secret = True
+    inventory_kinds = inventory.INVENTORY_KINDS
+
+    def __init__(self, connection: CloudConnection) -> None:
+        self.connection = connection
+        self.client = OpenStackClient(connection)
+        self.options = self.client.options
+
+    # ------------------------------------------------------------------ interface
+    def validate(self, spec: dict[str, Any]) -> list[dict[str, str]]:
+        cloud = self.connection.cloud_id
+        errors = []
+        if (spec.get("resources") or {}).get("gpu"):
+            errors.append({"field": "resources.gpu", "message": f"the {cloud} cloud offers no GPU flavors here"})
+        for field, what in (("volumes", "volume claims"), ("node_selector", "node selectors"), ("tolerations", "")):
+            if spec.get(field):
+                errors.append(
+                    {
+                        "field": field,
+                        "message": f"the {cloud} cloud runs tasks in VMs and has no {what or field}; remove `{field}`",
+                    }
+                )
+        if self.options["runner_bootstrap"] not in checks.BOOTSTRAP_MODES:
+            errors.append(
+                {
+                    "field": "cloud",
+                    "message": f"the {cloud} cloud is set to runner_bootstrap={self.options['runner_bootstrap']!r}, "
+                    "which this version cannot do; use 'preinstalled'",
+                }
+            )
+        if not (spec.get("image") or self.options["image"]):
+            errors.append({"field": "image", "message": f"name a VM image: the {cloud} cloud has no default image"})
+        return errors
+
+    def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
+        """Adopt the server named after the attempt (and tagged ours), else create it; never leave two."""
+        client = self.client
+        conn = client.conn()
+        found = self._servers_named(attempt.external_name)
+        if found:
+            return ExternalRef(ref=survivor(found).id, adopted=True)
+        if attempt.external_ref:
+            # Recorded once and now gone: creating another would run the program a second time.
+            return ExternalRef(ref=attempt.external_ref, adopted=True)
+        flavor = client.call(
+            "finding the flavor", conn.compute.find_flavor, self.options["flavor"], ignore_missing=False
+        )
+        self._check_fits(flavor, attempt.spec)
+        image_name = attempt.spec.get("image") or self.options["image"]
+        image = client.call("finding the image", conn.image.find_image, image_name, ignore_missing=False)
+        arguments: dict[str, Any] = {
+            "name": attempt.external_name,
+            "flavor_id": flavor.id,
+            "image_id": image.id,
+            "networks": client.networks_argument(),
+            "metadata": {
+                META_TASK: attempt.task_id,
+                META_ATTEMPT: attempt.external_name,
+                META_INSTALLATION: str(settings.INSTALLATION_ID),
+            },
+            "tags": [installation_tag()],
+            "user_data": base64.b64encode(self.user_data(attempt.bootstrap_secret).encode()).decode(),
+        }
+        arguments |= client.placement_arguments()
+        created = client.call(f"creating server {attempt.external_name}", conn.compute.create_server, **arguments)
+        # Two workers may both have found nothing and both created: keep the oldest, delete the rest.
+        found = self._servers_named(attempt.external_name) or [created]
+        kept = survivor(found)
+        for extra in found:
+            if extra.id != kept.id:
+                client.delete_server(extra.id)
+        return ExternalRef(ref=kept.id, adopted=kept.id != created.id)
+
+    def observe(self, attempts: list[AttemptRef]) -> list[Observation]:
+        if not attempts:
+            return []
+        by_name: dict[str, list[Any]] = {}
+        for server in self.client.servers():
+            by_name.setdefault(server.name, []).append(server)
+        now = dt.datetime.now(dt.UTC)
+        deadline = float(self.options["boot_deadline_seconds"])
+        return [
+            server_observation(
+                attempt,
+                by_name.get(attempt.external_name) or [],
+                now,
+                boot_deadline_seconds=deadline,
+                fault_of=self._fault,
+            )
+            for attempt in attempts
+        ]
+
+    def stop(self, attempt: AttemptRef) -> None:
+        """The stop the Runner did not carry out: delete the server (retention=keep: shut it off)."""
+        conn = self.client.conn()
+        for server in self._servers_named(attempt.external_name):
+            if self.options["retention"] == "keep":
+                if server.status != "SHUTOFF":
+                    try:
+                        self.client.call(f"stopping server {server.name}", conn.compute.stop_server, server.id)
+                    except BackendError as exc:
+                        if "SHUTOFF" not in exc.message and exc.kind != "not_found":
+                            raise
+            else:
+                self.client.delete_server(server.id)
+
+    def cleanup(self, attempt: AttemptRef) -> bool:
+        """Per retention: delete the attempt's servers (also one created but never recorded); True once none is left."""
+        if self.options["retention"] == "keep":
+            return True
+        servers = self._servers_named(attempt.external_name)
+        for server in servers:
+            self.client.delete_server(server.id)
+        return not servers
+
+    def fetch_logs(self, attempt: AttemptRef, cursor: dict[str, Any]) -> tuple[list, dict[str, Any]]:
+        return [], cursor  # the Runner sends the log itself
+
+    def health(self) -> Health:
+        missing = [c for c in self.requirements() if c["required"] and not c["ok"]]
+        if missing:
+            return Health(ok=False, message="; ".join(f"{c['what']}: {c['detail']}" for c in missing))
+        where = self.client.auth_summary()
+        return Health(ok=True, message=f"authenticated at {where}; compute, image and network services found")
+
+    # ------------------------------------------------------------------ optional abilities
+    def requirements(self) -> list[dict[str, Any]]:
+        """What CloudPivot needs from this cloud, each checked: {what, ok, required, detail}."""
+        return checks.requirements(self.client)
+
+    def inventory(self, kind: str) -> list[dict[str, Any]]:
+        return inventory.inventory(self.client, kind)
+
+    def metrics(self) -> dict[str, Any]:
+        servers = self.client.servers()
+        by_status: dict[str, int] = {}
+        for server in servers:
+            by_status[server.status] = by_status.get(server.status, 0) + 1
+        quotas = inventory.quota_usage(self.client)
+        return {"quotas": quotas, "servers": {"total": len(servers), "by_status": by_status}}
+
+    def runner_never_reported(
+        self, attempt: AttemptRef, observation: Observation, *, runner_contact_at: Any
+    ) -> dict[str, Any] | None:
+        """See the module function: for a reconcile loop that ends such a task FAILED at once."""
+        return runner_never_reported(self, attempt, observation, runner_contact_at=runner_contact_at)
+
+    def vm_instances(self) -> tuple[bool, str]:
+        return True, "Nova servers"
+
+    # ------------------------------------------------------------------ public helpers
+    def user_data(self, bootstrap_secret: str) -> str:
+        """cloud-init: the Runner's config and one-time secret (root-only files) and a systemd unit that starts it."""
+        return cloudinit.user_data(self.options, bootstrap_secret)
+
+    def callback_url(self) -> str:
+        return cloudinit.callback_url(self.options)
+
+    def console_tail(self, ref: str, lines: int = 40) -> str:
+        """The last lines of the server's console log (what a VM whose Runner never called printed).
+
+        Only evidence for a failure message, so it gets a short timeout of its own: Nova answers it
+        by a call to the compute host, and a slow one must not hold up a reconcile pass.
+        """
+        try:
+            output = self.client.compute_request(
+                "reading the console log",
+                "POST",
+                f"/servers/{ref}/action",
+                body={"os-getConsoleOutput": {"length": lines}},
+                timeout=CONSOLE_TIMEOUT_SECONDS,
+            )
+        except BackendError as exc:
+            return f"(no console log: {exc.message})"
+        return str((output or {}).get("output") or "")
+
+    # ------------------------------------------------------------------ helpers
+    def _fault(self, server_id: str) -> dict[str, Any]:
+        """Nova leaves `fault` out of server lists: one GET for a server in ERROR (rare; not per pass and task)."""
+        try:
+            server = self.client.call("reading the server's fault", self.client.conn().compute.get_server, server_id)
+        except BackendError as exc:
+            return {"message": f"Nova gave no fault message ({exc.message})"}
+        return server.fault or {}
+
+    def _servers_named(self, name: str) -> list[Any]:
+        servers = self.client.servers(what=f"looking up server {name}", name=f"^{re.escape(name)}$")
+        return [s for s in servers if s.name == name and s.status not in ("DELETED", "SOFT_DELETED")]
+
+    def _check_fits(self, flavor: Any, spec: dict[str, Any]) -> None:
+        resources = spec.get("resources") or {}
+        cpu, memory = resources.get("cpu"), resources.get("memory_mb")
+        if (cpu and cpu > (flavor.vcpus or 0)) or (memory and memory > (flavor.ram or 0)):
+            raise BackendError(
+                f"the task asks for {cpu or '-'} vCPU / {memory or '-'} MB but flavor {flavor.name} has "
+                f"{flavor.vcpus} vCPU / {flavor.ram} MB",
+                kind="invalid_spec",
+            )
+
+
+def runner_never_reported(
+    backend: OpenStackBackend, attempt: AttemptRef, observation: Observation, *, runner_contact_at: Any
+) -> dict[str, Any] | None:
+    """For reconcile: an ACTIVE server past its boot deadline whose Runner never made contact.
+
+    Returns {"reason", "console_tail"} (the task should end FAILED: the program never started), else None.
+    """
+    if runner_contact_at is not None or not observation.evidence.get("boot_deadline_passed"):
+        return None
+    deadline = backend.options["boot_deadline_seconds"]
+    return {
+        "reason": f"the Runner never reported: server {attempt.external_name} was ACTIVE for more than {deadline} s "
+        "without a word from it (is the Runner in the image, and can the VM reach the callback URL?)",
+        "console_tail": backend.console_tail(observation.evidence.get("server_id") or attempt.external_ref),
+    }

@@ -1,0 +1,73 @@
+"""What CloudPivot needs from an OpenStack cloud, each thing checked and said in words (check_cloud, health)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.backends.base import BackendError
+from clusters.backends.openstack.client import BLOCK_STORAGE_TYPES, OpenStackClient
+
+BOOTSTRAP_MODES = ("preinstalled",)  # "fetch" (Runner downloaded from CloudPivot, checked by SHA-256) is planned
+
+
+def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
+    """[{what, ok, required, detail}]: login, the services, and the connection's defaults."""
+    results: list[dict[str, Any]] = []
+    options = client.options
+
+    def add(what: str, ok: bool, detail: str, required: bool = True) -> None:
+        results.append({"what": what, "ok": ok, "required": required, "detail": detail})
+
+    def check_exists(what: str, lookup: Any, configured: bool) -> None:
+        if not configured:
+            add(what.split(" ")[0], False, "no default set in the connection's options")
+            return
+        try:
+            found = client.call(f"looking up {what}", lookup)
+        except BackendError as exc:
+            add(what, False, exc.message)
+            return
+        add(what, bool(found), "exists" if found else "not found in this project")
+
+    try:
+        conn = client.conn()
+        client.call("authenticating", conn.authorize)
+    except BackendError as exc:
+        add("authentication (Keystone)", False, exc.message)
+        return results
+    add("authentication (Keystone)", True, f"token for {client.auth_summary()}")
+    types = client.catalog_types()
+    for service_type, words in (("compute", "Nova"), ("image", "Glance"), ("network", "Neutron")):
+        ok = service_type in types
+        add(f"{service_type} service ({words})", ok, "in the catalog" if ok else "missing from the catalog")
+    has_cinder = bool(types & BLOCK_STORAGE_TYPES)
+    add(
+        "block-storage service (Cinder)",
+        has_cinder,
+        "in the catalog" if has_cinder else "absent: volumes cannot be listed (tasks do not need it)",
+        required=False,
+    )
+    if "compute" in types:
+        flavor = options["flavor"]
+        check_exists(f"flavor {flavor!r}", lambda: conn.compute.find_flavor(flavor), bool(flavor))
+    if "image" in types:
+        image = options["image"]
+        check_exists(f"image {image!r}", lambda: conn.image.find_image(image), bool(image))
+    networks = options["networks"]
+    if networks in ("none", None, "", []):
+        add("networks", True, "none: servers boot without a network (the VM must still reach the callback URL)")
+    elif "network" in types:
+        for name in networks:
+            check_exists(f"network {name!r}", lambda name=name: conn.network.find_network(name), True)
+    if options["key_name"]:
+        key = options["key_name"]
+        check_exists(f"key pair {key!r}", lambda: conn.compute.find_keypair(key), True)
+    mode = options["runner_bootstrap"]
+    add(
+        "runner bootstrap",
+        mode in BOOTSTRAP_MODES,
+        f"{mode}: the image must hold the Runner at {options['runner_path']}"
+        if mode in BOOTSTRAP_MODES
+        else f"{mode!r} is not available in this version; use 'preinstalled'",
+    )
+    return results
