@@ -60,16 +60,18 @@ def connection_observe(connection: CloudConnection, attempts: list[Attempt]) -> 
 def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:
     """For Runner backends the Runner's reports are the truth; the cloud's view only covers a Runner gone silent.
 
-    1. A stop the Runner did not carry out within the stop window: the backend kills the execution.
+    1. A stop the Runner did not carry out within the stop window, or one no Runner is there to
+       carry out (its execution is gone): the backend kills what is left, and the next pass ends it.
     2. Silence past the heartbeat deadline (a dead, hung or cut-off Runner): UNKNOWN, never a re-run.
     3. A Runner process that died on a host we control: start a new one, which re-attaches to the
        program or reports it lost.
     """
     now = timezone.now()
-    if _stop_window_passed(attempt, now):
+    nobody_to_stop = observation.phase == "gone" and attempt.stop_requested_at and not attempt.stop_escalated_at
+    if nobody_to_stop or _stop_window_passed(attempt, now):
         return _escalate_stop(backend, attempt, now)
     if observation.phase == "gone" and attempt.stop_requested_at and attempt.stop_escalated_at:
-        return _finish(attempt, "stopped by force after the Runner did not stop the program in time")
+        return _finish(attempt, "stopped by force: the Runner did not stop the program in time, or was gone")
     if not attempt.stop_requested_at:
         verdict = _cloud_verdict(backend, attempt, observation)
         if verdict:
