@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -185,16 +186,26 @@ def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: 
             transaction.on_commit(lambda: dispatch.enqueue_stop(attempt_id))
 
 
-def attempt_stop_unstarted(*, task: Task, attempt: Attempt | None) -> bool:
+def attempt_stop_unstarted(*, task: Task, attempt: Attempt | None, now: dt.datetime | None = None) -> bool:
     """End a locked CANCELLING task whose attempt never reached its cloud (or is already closed); True if it did.
 
-    Nothing runs that a Runner or the cloud could report on, so waiting would be for ever. Should a
-    start job still be asking the cloud, it finds the attempt closed and removes what it made.
+    Nothing runs that the cloud could report on, so waiting would be for ever. A Runner that
+    already reported (its start not recorded yet) is given the stop window to stop the program
+    and say so; after that, or if it never reported, the attempt is closed here. Should a start
+    job still be asking the cloud, it finds the attempt closed and removes what it made; a Runner
+    that reports to a closed attempt is told so and stops its program.
     """
     if task.state != TaskState.CANCELLING:
         return False
     if attempt is not None and not attempt.is_closed:
         if attempt.external_ref:
+            return False
+        now = now or timezone.now()
+        runner_may_stop_it = attempt.runner_contact_at is not None and (
+            attempt.stop_requested_at is None
+            or now - attempt.stop_requested_at < dt.timedelta(seconds=settings.STOP_WINDOW_SECONDS)
+        )
+        if runner_may_stop_it:
             return False
         attempt_close(task=task, attempt=attempt, outcome=stopped_state(attempt), reason="cancelled before it started")
         return True

@@ -174,3 +174,16 @@ def test_cancel_while_the_start_job_is_asking_the_cloud(live, world, monkeypatch
         lambda: reconcile_pass() is not None and not state_dir.exists(), timeout=15, what="the late start's cleanup"
     )
     assert task.attempts.get().cleanup_state == "done"
+
+
+def test_a_runner_that_reported_before_its_start_was_recorded_gets_the_stop_window_then_the_attempt_closes(
+    world, one_slot, settings
+):
+    settings.STOP_WINDOW_SECONDS = 1
+    task = move(admitted(world), "RUNNING", runner_contact_at=timezone.now(), program_started_at=timezone.now())
+    task_cancel(task_id=task.pk, user=world.bob)
+    task.refresh_from_db()
+    assert task.state == "CANCELLING"  # the Runner is asked first: it stops the program and says how it ended
+    assert Attempt.objects.get(task=task).stop_requested_at
+    helpers.drive(task, until={"CANCELLED"}, timeout=5)  # it did not: closed after the stop window
+    assert quotas.usage(project_id=world.alpha.pk, connection_id=world.local.pk).tasks == 0
