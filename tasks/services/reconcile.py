@@ -13,6 +13,7 @@ import datetime as dt
 import logging
 
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from tasks.choices import CleanupState, StopReason, TaskState
@@ -67,9 +68,8 @@ def _retry_one(task_id) -> int:
 
 def cancels_unstarted() -> int:
     """CANCELLING tasks with nothing in a cloud to wait for (a cancel raced the start, or older rows) end CANCELLED."""
-    stuck = Task.objects.filter(state=TaskState.CANCELLING).filter(
-        attempts__closed_at__isnull=False
-    ) | Task.objects.filter(state=TaskState.CANCELLING, attempts__external_ref="")
+    nothing_in_a_cloud = Q(attempts__closed_at__isnull=False) | Q(attempts__external_ref="")
+    stuck = Task.objects.filter(nothing_in_a_cloud, state=TaskState.CANCELLING, attempts__number=F("attempts_count"))
     task_ids = set(stuck.values_list("pk", flat=True))
     return sum(
         isolated("cancel", lambda task_id=task_id: _cancel_unstarted_one(task_id), task_ids=[task_id])
