@@ -56,6 +56,8 @@ class Task(BaseModel):
         ]
         indexes = [
             models.Index(fields=["state", "created_at"], name="tasks_task_state_created"),
+            # Admission: the projects with PENDING tasks on a connection, and each one's oldest (services/admission.py).
+            models.Index(fields=["connection", "state", "project", "created_at", "id"], name="tasks_task_admission"),
             models.Index(fields=["project", "-created_at", "-id"], name="tasks_task_project_newest"),
             models.Index(fields=["owner", "-created_at", "-id"], name="tasks_task_owner_newest"),
             models.Index(fields=["-created_at", "-id"], name="tasks_task_newest"),

@@ -1,4 +1,4 @@
-"""The one writer of Task.state: transitions and the public event history (DESIGN §3)."""
+"""The one writer of Task.state: row locks, transitions and the public event history (DESIGN §3)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from cloudpivot import realtime
-from cloudpivot.exceptions import InvalidTransition, NotFound
+from cloudpivot.exceptions import Conflict, InvalidTransition, NotFound
 from tasks.choices import TERMINAL, TRANSITIONS, TaskState
-from tasks.models import Task, TaskEvent
+from tasks.models import Attempt, Task, TaskEvent
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,18 @@ def task_lock(task_id: Any) -> Task:
         return Task.objects.select_for_update().get(pk=task_id)
     except Task.DoesNotExist:
         raise NotFound(f"task {task_id} not found") from None
+
+
+def lock_task_and_attempt(attempt: Attempt) -> tuple[Task, Attempt]:
+    """Lock the task, then the attempt: every writer takes them in this order, so two never deadlock."""
+    task = task_lock(attempt.task_id)
+    return task, Attempt.objects.select_for_update().get(pk=attempt.pk)
+
+
+def attempt_refuse_if_closed(attempt: Attempt, task: Task) -> None:
+    """The one "may this attempt still report?" check: a closed or superseded attempt gets 409 attempt_closed."""
+    if attempt.is_closed or attempt.number != task.attempts_count:
+        raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
 
 
 def event_append(*, task: Task, type: str, message: str = "", data: dict[str, Any] | None = None) -> TaskEvent:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -10,9 +11,11 @@ from django.utils import timezone
 
 from cloudpivot import realtime
 from cloudpivot.exceptions import Conflict
+from clusters.backends.base import AttemptRef, BackendError
 from tasks.models import Attempt, LogChunk, LogStream, Task
-from tasks.services.lifecycle import event_append, task_lock
+from tasks.services.lifecycle import attempt_refuse_if_closed, event_append, lock_task_and_attempt
 
+logger = logging.getLogger(__name__)
 READ_LIMIT_BYTES = 1024 * 1024
 
 
@@ -24,9 +27,8 @@ def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> in
     counted but not kept (one `log_truncated` event says so).
     """
     with transaction.atomic():
-        task, attempt = _lock(attempt)
-        if attempt.is_closed or attempt.number != task.attempts_count:
-            raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
+        task, attempt = lock_task_and_attempt(attempt)
+        attempt_refuse_if_closed(attempt, task)
         length = getattr(attempt, _LENGTH[stream])
         if offset > length:
             raise Conflict(
@@ -43,19 +45,25 @@ def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> in
 def log_append_copied(*, attempt: Attempt, pieces: list[Any], cursor: dict[str, Any]) -> None:
     """Store what was copied from a cloud's own log (no Runner) and where copying stands, in one transaction."""
     with transaction.atomic():
-        task, attempt = _lock(attempt)
+        task, attempt = lock_task_and_attempt(attempt)
         for piece in pieces:
             _store(task, attempt, piece.stream, piece.data)
         _save_counters(attempt, log_cursor=cursor)
 
 
+def log_copy_from_cloud(backend: Any, attempt: Attempt, ref: AttemptRef) -> None:
+    """Copy what the cloud holds of the log (backends without a Runner), so it outlives the pod or VM."""
+    try:
+        pieces, cursor = backend.fetch_logs(ref, attempt.log_cursor or {})
+    except BackendError as exc:
+        logger.info("log copy for %s failed: %s", attempt, exc.message)
+        return
+    if pieces or cursor != attempt.log_cursor:
+        log_append_copied(attempt=attempt, pieces=pieces, cursor=cursor)
+        attempt.log_cursor = cursor
+
+
 _LENGTH = {LogStream.STDOUT: "log_stdout_bytes", LogStream.STDERR: "log_stderr_bytes"}
-
-
-def _lock(attempt: Attempt) -> tuple[Task, Attempt]:
-    """Task first, then attempt: the same order as every other writer, so two of them never deadlock."""
-    task = task_lock(attempt.task_id)
-    return task, Attempt.objects.select_for_update().get(pk=attempt.pk)
 
 
 def _store(task: Task, attempt: Attempt, stream: str, data: bytes) -> bool:

@@ -13,18 +13,16 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from cloudpivot.exceptions import Conflict
 from tasks.choices import AttemptState, StopReason, TaskState
 from tasks.models import Attempt, Task
-from tasks.services.execution import attempt_close, lock_task_and_attempt, stopped_state
-from tasks.services.lifecycle import event_append, task_transition
+from tasks.services.attempts import attempt_close, stopped_state
+from tasks.services.lifecycle import attempt_refuse_if_closed, event_append, lock_task_and_attempt, task_transition
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
 
 
 def _refuse_if_closed(attempt: Attempt) -> None:
-    if attempt.is_closed or attempt.number != attempt.task.attempts_count:
-        raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
+    attempt_refuse_if_closed(attempt, attempt.task)
 
 
 def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from cloudpivot.exceptions import BackendError, InvalidSpec, cloud_error
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from clusters.backends import get_backend
 from clusters.selectors import connection_for_user
-from tasks import jobs
+from tasks import dispatch
 from tasks.models import Task
 from tasks.services.lifecycle import event_append
 from tasks.specs import spec_normalize
@@ -62,7 +62,7 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
                 message=f"submitted by {user} to {connection.cloud_id}",
                 data={"cloud": connection.cloud_id, "project": project.slug},
             )
-            transaction.on_commit(jobs.enqueue_admission)
+            transaction.on_commit(dispatch.enqueue_admission)
     except IntegrityError:
         existing = _task_for_key(user=user, key=idempotency_key, digest=digest) if idempotency_key else None
         if existing is None:

@@ -10,7 +10,7 @@ import pytest
 from django_q.conf import Conf
 
 from clusters.backends import get_backend
-from tasks import jobs
+from tasks import dispatch
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass, task_cancel
 from tasks.services.execution import attempt_ref, attempt_start
@@ -35,7 +35,7 @@ def submit(world, **spec) -> Task:
 
 
 def job_name(task: Task) -> str:
-    return f"cp-{task.short_id}-1"
+    return f"cp-{task.id.hex}-1"
 
 
 def state_history(task: Task) -> list[str]:
@@ -192,7 +192,7 @@ def test_a_vanished_pod_or_job_makes_the_task_unknown(kube, kube_connection, wor
 def test_a_crash_between_create_and_recording_the_uid_leaves_one_job(
     kube, kube_connection, world, inline_jobs, monkeypatch
 ):
-    monkeypatch.setattr(jobs, "enqueue_start", lambda attempt_id: None)  # the start job is lost with its worker
+    monkeypatch.setattr(dispatch, "enqueue_start", lambda attempt_id: None)  # the start job is lost with its worker
     task = submit(world)
     task.refresh_from_db()
     attempt = task.attempts.get()
@@ -216,7 +216,7 @@ def test_a_crash_between_create_and_recording_the_uid_leaves_one_job(
 
 
 def test_a_foreign_job_with_the_same_name_is_not_adopted(kube, kube_connection, world, inline_jobs, monkeypatch):
-    monkeypatch.setattr(jobs, "enqueue_start", lambda attempt_id: None)
+    monkeypatch.setattr(dispatch, "enqueue_start", lambda attempt_id: None)
     task = submit(world)
     attempt = task.attempts.get()
     foreign = {

@@ -159,7 +159,7 @@ def test_the_task_detail_shows_spec_events_attempts_result_and_log(pages, world,
     content = response.content.decode()
     assert "line one\nline two\n" in content
     assert "&quot;command&quot;" in content  # the normalized spec, pretty-printed
-    assert f"cp-{task.short_id}-1" in content  # attempts table
+    assert f"cp-{task.id.hex}-1" in content  # attempts table
     assert "s3://bucket/out" in content  # the result
     assert "exited with code 0" in content or "Succeeded" in content
     assert content.count("<li data-seq=") == task.last_event_seq
@@ -283,7 +283,7 @@ def test_the_whole_log_downloads_as_a_streamed_plain_text_file(pages, world, mak
     response = pages("rita").get(f"/tasks/{task.pk}/log/download/")
     assert response.status_code == 200 and response.streaming
     assert response["Content-Type"] == "text/plain; charset=utf-8"
-    assert f'filename="cp-{task.short_id}-1.log"' in response["Content-Disposition"]
+    assert f'filename="cp-{task.id.hex}-1.log"' in response["Content-Disposition"]
     assert b"".join(response.streaming_content) == data
     assert pages("charlie").get(f"/tasks/{task.pk}/log/download/").status_code == 404
     assert pages("bob").get(f"/tasks/{make.submit(world.bob).pk}/log/download/").status_code == 404

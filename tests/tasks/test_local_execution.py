@@ -35,7 +35,7 @@ def test_a_command_runs_and_its_log_and_exit_code_are_kept(live, world):
     ]
     assert states == ["SUBMITTING", "STARTING", "RUNNING", "SUCCEEDED"]
     attempt = helpers.api_call(live.url, "GET", f"{path}/attempts", world.tokens["bob"])["attempts"][0]
-    assert attempt["exit_code"] == 0 and attempt["external_name"] == f"cp-{task.short_id}-1"
+    assert attempt["exit_code"] == 0 and attempt["external_name"] == f"cp-{task.id.hex}-1"
     for phase in ("admitted_at", "cloud_created_at", "runner_contact_at", "program_started_at", "finished_at"):
         assert attempt[phase], phase
     # The attempt's cloud objects are cleaned up once the Runner is gone.

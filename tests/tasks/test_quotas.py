@@ -10,7 +10,8 @@ from django.db import close_old_connections, transaction
 
 from cloudpivot.accounts.models import Quota
 from tasks.models import Task
-from tasks.services.execution import admit_all, attempt_close, current_attempt
+from tasks.services.admission import admit_all
+from tasks.services.attempts import attempt_close, current_attempt
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
 from tests.conftest import hello_spec

@@ -1,0 +1,104 @@
+"""What users do to a task after submitting it: cancel, retry, hand it to another owner.
+
+Each action checks who may do it on the locked task itself, so the API, the pages, the
+admin and any later caller get the same answer (views need not remember to ask).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from cloudpivot.accounts.models import Role
+from cloudpivot.accounts.selectors import project_role, role_at_least
+from cloudpivot.exceptions import Conflict, PermissionDenied
+from tasks import dispatch
+from tasks.choices import TERMINAL, CleanupState, StopReason, TaskState
+from tasks.models import Task
+from tasks.selectors import task_check_can_act
+from tasks.services.attempts import attempt_request_stop, attempt_stop_unstarted, current_attempt
+from tasks.services.lifecycle import event_append, task_lock, task_transition
+
+
+def task_cancel(*, task_id: Any, user: AbstractBaseUser) -> Task:
+    """Cancel: a waiting task, or one whose attempt never reached its cloud, ends at once; an executing
+    one is stopped first (CANCELLING). Idempotent."""
+    with transaction.atomic():
+        task = task_lock(task_id)
+        task_check_can_act(user=user, task=task)
+        if task.state in TERMINAL:
+            raise Conflict(f"the task already ended ({task.state}); nothing to cancel", code="task_finished")
+        if task.state in (TaskState.PENDING, TaskState.RETRY_WAIT):
+            task_transition(task=task, to=TaskState.CANCELLED, reason=f"cancelled by {user}")
+            return task
+        attempt = current_attempt(task)
+        if task.state != TaskState.CANCELLING:
+            if attempt is not None and not attempt.is_closed:
+                attempt_request_stop(
+                    task=task, attempt=attempt, reason=StopReason.CANCEL, message=f"cancel requested by {user}"
+                )
+            task_transition(task=task, to=TaskState.CANCELLING, reason=f"cancelled by {user}; stopping {attempt}")
+        attempt_stop_unstarted(task=task, attempt=attempt)
+    return task
+
+
+def task_retry(*, task_id: Any, user: AbstractBaseUser) -> Task:
+    """An explicit retry: a finished or UNKNOWN task runs again as a new Attempt, with a fresh retry budget."""
+    with transaction.atomic():
+        task = task_lock(task_id)
+        task_check_can_act(user=user, task=task)
+        if task.state not in TERMINAL | {TaskState.UNKNOWN}:
+            raise Conflict(
+                f"only a finished or UNKNOWN task can be retried; this one is {task.state}", code="task_not_finished"
+            )
+        if task.state == TaskState.UNKNOWN:
+            attempt = current_attempt(task)
+            if attempt and not attempt.is_closed:
+                attempt_request_stop(
+                    task=task,
+                    attempt=attempt,
+                    reason=StopReason.CANCEL,
+                    message=f"{user} asked to retry; the uncertain attempt is stopped",
+                )
+                attempt.closed_at = timezone.now()
+                attempt.cleanup_state = CleanupState.PENDING
+                attempt.save(update_fields=["closed_at", "cleanup_state", "updated_at"])
+                attempt_id = attempt.pk
+                transaction.on_commit(lambda: dispatch.enqueue_stop(attempt_id))
+        Task.objects.filter(pk=task.pk).update(failed_attempts=0, started_at=None, next_attempt_at=None, result=None)
+        task.failed_attempts, task.started_at, task.result = 0, None, None
+        if task.state == TaskState.UNKNOWN:
+            task.next_attempt_at = timezone.now()
+            Task.objects.filter(pk=task.pk).update(next_attempt_at=task.next_attempt_at)
+            task_transition(task=task, to=TaskState.RETRY_WAIT, reason=f"retry requested by {user}")
+        else:
+            task_transition(task=task, to=TaskState.PENDING, reason=f"retry requested by {user}")
+            transaction.on_commit(dispatch.enqueue_admission)
+    return task
+
+
+def task_change_owner(*, task_id: Any, new_owner: AbstractBaseUser, actor: AbstractBaseUser) -> Task:
+    """A project admin hands a task to another submitter or admin of its project; the history says who did it."""
+    with transaction.atomic():
+        task = task_lock(task_id)
+        if not role_at_least(project_role(user=actor, project=task.project), Role.ADMIN):
+            raise PermissionDenied(f"only an admin of {task.project.slug} may change a task's owner")
+        previous = task.owner
+        if previous.pk == new_owner.pk:
+            return task
+        if not role_at_least(project_role(user=new_owner, project=task.project), Role.SUBMITTER):
+            raise Conflict(
+                f"{new_owner} is not a submitter or admin of {task.project}; add them to it first", code="not_a_member"
+            )
+        Task.objects.filter(pk=task.pk).update(owner=new_owner)
+        task.owner = new_owner
+        event_append(
+            task=task,
+            type="owner_changed",
+            message=f"owner changed from {previous} to {new_owner} by {actor}",
+            data={"from": previous.get_username(), "to": new_owner.get_username(), "by": actor.get_username()},
+        )
+    return task

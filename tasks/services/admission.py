@@ -1,0 +1,127 @@
+"""Admission: which PENDING tasks get an attempt now, within the connection's and the projects' limits."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from cloudpivot.accounts import quotas
+from cloudpivot.accounts.models import Project
+from clusters.models import CloudConnection
+from tasks.choices import HOLDS_QUOTA, TaskState
+from tasks.models import Task
+from tasks.selectors import task_quota_usage
+from tasks.services.attempts import attempt_create
+from tasks.services.faults import isolated
+from tasks.services.lifecycle import event_append, task_lock
+
+logger = logging.getLogger(__name__)
+# How many of each project's oldest PENDING tasks one pass looks at; the rest move up in later passes.
+PER_PROJECT_LIMIT = 50
+
+
+def admit_all() -> int:
+    """Admit what fits on every connection that has PENDING tasks; a connection's error does not stop the others."""
+    with_pending = (
+        Task.objects.filter(state=TaskState.PENDING).order_by().values_list("connection_id", flat=True).distinct()
+    )
+    return sum(
+        isolated(f"admission on connection {pk}", lambda pk=pk: connection_admit(connection_id=pk))
+        for pk in list(with_pending)
+    )
+
+
+def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> list[Task]:
+    """The oldest PENDING tasks of each project on the connection, oldest first.
+
+    Per project, so a project whose own quota holds back any number of tasks never hides
+    another project's tasks from admission: first in, first admitted within a project, never
+    across projects. One query for the projects, one per project (each walks the
+    tasks_task_admission index).
+    """
+    pending = Task.objects.filter(connection=connection, state=TaskState.PENDING)
+    project_ids = list(pending.order_by().values_list("project_id", flat=True).distinct())
+    heads: list[Task] = []
+    for project_id in project_ids:
+        heads += pending.filter(project_id=project_id).select_related("project").order_by("created_at", "id")[:limit]
+    return sorted(heads, key=lambda task: (task.created_at, task.id))
+
+
+def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT) -> int:
+    """Admit PENDING tasks of one connection in submission order while they fit; return how many.
+
+    1. Lock the connection row, then the projects' rows (in id order): admissions of one
+       connection, and of one project across connections, happen one at a time, so no two
+       workers can both take the last free slot of a quota.
+    2. Walk the queue heads oldest first. A task that does not fit waits with the reason, and
+       so does every later task of its project (first in, first admitted). A task whose
+       admission fails (a bad row) is skipped with an `error` event; the others go on.
+    """
+    with transaction.atomic():
+        connection = CloudConnection.objects.select_for_update().get(pk=connection_id)
+        if not connection.dispatch_enabled:
+            return 0
+        pending = queue_heads(connection, limit)
+        if not pending:
+            return 0
+        project_ids = sorted({task.project_id for task in pending})
+        list(Project.objects.select_for_update().filter(pk__in=project_ids).order_by("pk"))
+        active = Task.objects.filter(connection=connection, state__in=HOLDS_QUOTA).count()
+        ledger = {pid: _QuotaLedger(pid, connection.pk) for pid in project_ids}
+        admitted, blocked = 0, {}
+        for task in pending:
+            footprint = quotas.task_footprint(task.normalized)
+            reason = blocked.get(task.project_id)
+            if reason is None and connection.max_active_tasks and active >= connection.max_active_tasks:
+                reason = f"waiting: {connection.cloud_id} runs {active}/{connection.max_active_tasks} tasks"
+            reason = reason or ledger[task.project_id].blocking(footprint, task.project)
+            if reason:
+                blocked[task.project_id] = reason
+                task_set_waiting_reason(task=task, reason=reason)
+                continue
+            if isolated("admission", lambda task=task: _admit_one(task.pk), task_ids=[task.pk]):
+                ledger[task.project_id].take(footprint)
+                active += 1
+                admitted += 1
+        return admitted
+
+
+def _admit_one(task_id) -> int:
+    """The task's first (or next) attempt, in a savepoint of its own so that its failure undoes only itself."""
+    with transaction.atomic():
+        task = task_lock(task_id)
+        if task.state != TaskState.PENDING:
+            return 0
+        attempt_create(task=task, reason="admitted")
+        return 1
+
+
+class _QuotaLedger:
+    """A project's quotas and usage for one admission pass, updated as tasks are admitted."""
+
+    def __init__(self, project_id: int, connection_id: int) -> None:
+        self.quotas = quotas.quotas_for(project_id=project_id, connection_id=connection_id)
+        self.used = {
+            q.connection_id: task_quota_usage(project_id=project_id, connection_id=q.connection_id) for q in self.quotas
+        }
+
+    def blocking(self, footprint: quotas.Footprint, project: Project) -> str:
+        return quotas.blocking_limit(self.quotas, self.used, footprint, project)
+
+    def take(self, footprint: quotas.Footprint) -> None:
+        for key in self.used:
+            self.used[key] = self.used[key] + footprint
+
+
+def task_set_waiting_reason(*, task: Task, reason: str) -> None:
+    """Say why a PENDING task waits (not a transition: the state stays PENDING). An event when it changes."""
+    if task.state_reason == reason:
+        return
+    with transaction.atomic():
+        locked = task_lock(task.pk)
+        if locked.state != TaskState.PENDING or locked.state_reason == reason:
+            return
+        Task.objects.filter(pk=task.pk).update(state_reason=reason)
+        event_append(task=locked, type="waiting", message=reason)
+    task.state_reason = reason

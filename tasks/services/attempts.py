@@ -1,0 +1,292 @@
+"""One execution of a task: create it, start it in its cloud, ask it to stop, close it, clean up after it."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cloudpivot.exceptions import ApplicationError
+from clusters.backends import backend_uses_runner, get_backend
+from clusters.backends.base import AttemptRef, BackendError
+from clusters.models import CloudConnection
+from runner_api.bootstrap import bootstrap_secret_issue
+from tasks import credentials, dispatch
+from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState, retry_backoff_seconds
+from tasks.models import Attempt, Task
+from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
+from tasks.services.logs import log_copy_from_cloud
+
+logger = logging.getLogger(__name__)
+# Attempt.number and Task.attempts_count are smallints: attempt 32,768 cannot be stored anywhere.
+MAX_ATTEMPTS = 32767
+
+
+class AttemptLimitReached(ApplicationError):
+    code = "attempt_limit_reached"
+    status = 409
+
+
+def attempt_external_name(task: Task, number: int) -> str:
+    """The name the cloud knows the attempt by: the task's full id, so no two tasks ever share one."""
+    return f"cp-{task.id.hex}-{number}"
+
+
+def attempt_ref(attempt: Attempt) -> AttemptRef:
+    return AttemptRef(
+        task_id=str(attempt.task_id),
+        attempt_id=attempt.pk,
+        number=attempt.number,
+        external_name=attempt.external_name,
+        external_ref=attempt.external_ref,
+        spec=attempt.task.normalized,
+        runner_credential=credentials.runner_credential(
+            external_name=attempt.external_name, nonce=attempt.credential_nonce
+        ),
+        stop_requested=attempt.stop_requested_at is not None,
+    )
+
+
+def attempt_start_ref(backend: Any, attempt: Attempt) -> AttemptRef:
+    """attempt_ref plus the one-time bootstrap secret, issued (and recorded) here for a backend that needs one."""
+    ref = attempt_ref(attempt)
+    if not backend.needs_bootstrap_secret:
+        return ref
+    secret = bootstrap_secret_issue(attempt_id=attempt.pk, runner_credential=ref.runner_credential)
+    return dataclasses.replace(ref, bootstrap_secret=secret)
+
+
+def current_attempt(task: Task) -> Attempt | None:
+    """The locked task's latest attempt, locked too."""
+    if not task.attempts_count:
+        return None
+    return Attempt.objects.select_for_update().filter(task=task, number=task.attempts_count).first()
+
+
+def executing_attempts(connection: CloudConnection) -> list[Attempt]:
+    """Open attempts of tasks that may be executing on this connection."""
+    return list(
+        Attempt.objects.select_related("task")
+        .filter(task__connection=connection, task__state__in=EXECUTING, closed_at__isnull=True)
+        .exclude(external_ref="")
+    )
+
+
+# ---------------------------------------------------------------------------- create and start
+def attempt_create(*, task: Task, reason: str) -> Attempt:
+    """Commit the intent (the next Attempt and its external name) and move the locked task to SUBMITTING."""
+    number = task.attempts_count + 1
+    if number > MAX_ATTEMPTS:
+        raise AttemptLimitReached(f"the task has had {task.attempts_count} attempts, the most one task can have")
+    name = attempt_external_name(task, number)
+    nonce = credentials.new_nonce()
+    attempt = Attempt.objects.create(
+        task=task,
+        number=number,
+        external_name=name,
+        credential_nonce=nonce,
+        runner_token_hash=credentials.runner_credential_hash(external_name=name, nonce=nonce),
+        admitted_at=timezone.now(),
+    )
+    task.attempts_count = number
+    task.next_attempt_at = None
+    Task.objects.filter(pk=task.pk).update(attempts_count=number, next_attempt_at=None)
+    task_transition(
+        task=task, to=TaskState.SUBMITTING, reason=f"{reason}: attempt {number} ({name})", data={"attempt": number}
+    )
+    transaction.on_commit(lambda: dispatch.enqueue_start(attempt.pk))
+    return attempt
+
+
+def attempt_start(*, attempt_id: int) -> str:
+    """Ask the cloud for the attempt's execution (idempotent), then record what it answered.
+
+    A cancel may close the attempt while the cloud is being asked; what the cloud made then
+    is recorded all the same and stopped and removed at once.
+    """
+    attempt = Attempt.objects.select_related("task__connection").get(pk=attempt_id)
+    task = attempt.task
+    if task.state != TaskState.SUBMITTING or attempt.number != task.attempts_count or attempt.is_closed:
+        return f"{attempt}: nothing to start ({task.state})"
+    try:
+        backend = get_backend(task.connection)
+        ref = backend.ensure_started(attempt_start_ref(backend, attempt))
+    except BackendError as exc:
+        return _start_failed(attempt, exc)
+    except Exception as exc:  # a backend bug or an unmapped cloud error: a start error like any other
+        logger.exception("starting %s failed", attempt)
+        return _start_failed(attempt, BackendError(f"{type(exc).__name__}: {str(exc)[:500]}"))
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if not attempt.external_ref:
+            attempt.external_ref = ref.ref
+            attempt.cloud_created_at = timezone.now()
+            attempt.start_error = ""
+            if attempt.state == AttemptState.CREATED:
+                attempt.state = AttemptState.STARTING
+            attempt.save(update_fields=["external_ref", "cloud_created_at", "start_error", "state", "updated_at"])
+        if attempt.is_closed:
+            _remove_late_start(attempt)
+            return f"{attempt}: closed while it started; stopping it"
+        if task.state == TaskState.SUBMITTING and attempt.number == task.attempts_count:
+            verb = "adopted" if ref.adopted else "created"
+            task_transition(
+                task=task,
+                to=TaskState.STARTING,
+                reason=f"{verb} {attempt.external_name}",
+                data={"attempt": attempt.number, "external_ref": ref.ref},
+            )
+    return f"{attempt}: started"
+
+
+def _remove_late_start(attempt: Attempt) -> None:
+    """What a start made for an attempt closed meanwhile is stopped and cleaned up (again, if cleanup ran first)."""
+    Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.PENDING)
+    attempt_id = attempt.pk
+    transaction.on_commit(lambda: dispatch.enqueue_stop(attempt_id))
+    transaction.on_commit(lambda: dispatch.enqueue_cleanup(attempt_id))
+
+
+def _start_failed(attempt: Attempt, exc: BackendError) -> str:
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if attempt.is_closed:
+            return f"{attempt}: closed while it started"
+        if exc.permanent and task.state == TaskState.SUBMITTING:
+            attempt.failure_reason = exc.message
+            attempt_close(
+                task=task,
+                attempt=attempt,
+                outcome=TaskState.FAILED,
+                reason=f"the cloud refused the task ({exc.kind}): {exc.message}",
+            )
+        else:
+            attempt.start_error = exc.message
+            attempt.save(update_fields=["start_error", "updated_at"])
+            event_append(
+                task=task,
+                type="start_error",
+                message=f"start failed, will retry: {exc.message}",
+                data={"attempt": attempt.number, "kind": exc.kind},
+            )
+    return f"{attempt}: start failed: {exc.message}"
+
+
+# ---------------------------------------------------------------------------- stop
+def stopped_state(attempt: Attempt) -> str:
+    return TaskState.TIMED_OUT if attempt.stop_reason == StopReason.TIMEOUT else TaskState.CANCELLED
+
+
+def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: str) -> None:
+    """Record the stop intent on a locked attempt.
+
+    A Runner sees it at its next heartbeat (and the backend steps in after the stop window);
+    without a Runner the backend is asked to stop at once.
+    """
+    if attempt.stop_requested_at is None:
+        attempt.stop_requested_at = timezone.now()
+        attempt.stop_reason = reason
+        attempt.save(update_fields=["stop_requested_at", "stop_reason", "updated_at"])
+        event_append(task=task, type="stop_requested", message=message, data={"attempt": attempt.number})
+        if attempt.external_ref and not backend_uses_runner(task.backend):
+            attempt_id = attempt.pk
+            transaction.on_commit(lambda: dispatch.enqueue_stop(attempt_id))
+
+
+def attempt_stop_unstarted(*, task: Task, attempt: Attempt | None, now: dt.datetime | None = None) -> bool:
+    """End a locked CANCELLING task whose attempt never reached its cloud (or is already closed); True if it did.
+
+    Nothing runs that the cloud could report on, so waiting would be for ever. A Runner that
+    already reported (its start not recorded yet) is given the stop window to stop the program
+    and say so; after that, or if it never reported, the attempt is closed here. Should a start
+    job still be asking the cloud, it finds the attempt closed and removes what it made; a Runner
+    that reports to a closed attempt is told so and stops its program.
+    """
+    if task.state != TaskState.CANCELLING:
+        return False
+    if attempt is not None and not attempt.is_closed:
+        if attempt.external_ref:
+            return False
+        now = now or timezone.now()
+        runner_may_stop_it = attempt.runner_contact_at is not None and (
+            attempt.stop_requested_at is None
+            or now - attempt.stop_requested_at < dt.timedelta(seconds=settings.STOP_WINDOW_SECONDS)
+        )
+        if runner_may_stop_it:
+            return False
+        attempt_close(task=task, attempt=attempt, outcome=stopped_state(attempt), reason="cancelled before it started")
+        return True
+    task_transition(task=task, to=TaskState.CANCELLED, reason="cancelled; nothing of it runs any more")
+    return True
+
+
+def attempt_stop_now(*, attempt_id: int) -> str:
+    """The backend stops the execution at once (no Runner to ask, or a start that came too late)."""
+    attempt = Attempt.objects.select_related("task__connection").get(pk=attempt_id)
+    backend = get_backend(attempt.task.connection)
+    if not backend.uses_runner:
+        # What the cloud holds of the log goes with the object.
+        log_copy_from_cloud(backend, attempt, attempt_ref(attempt))
+    backend.stop(attempt_ref(attempt))
+    return "stopped"
+
+
+# ---------------------------------------------------------------------------- close and clean up
+def attempt_close(
+    *, task: Task, attempt: Attempt, outcome: str, reason: str, data: dict[str, Any] | None = None
+) -> None:
+    """Close a locked attempt and move its locked task to `outcome` (or to RETRY_WAIT when retries are left)."""
+    now = timezone.now()
+    attempt.closed_at = now
+    attempt.finished_at = attempt.finished_at or now
+    if attempt.state != AttemptState.LOST:
+        attempt.state = AttemptState.FINISHED
+    attempt.cleanup_state = CleanupState.PENDING
+    attempt.save()
+    Task.objects.filter(pk=task.pk).update(exit_code=attempt.exit_code)
+    task.exit_code = attempt.exit_code
+    extra = {"attempt": attempt.number, "exit_code": attempt.exit_code, **(data or {})}
+    if outcome == TaskState.FAILED:
+        task.failed_attempts += 1
+        Task.objects.filter(pk=task.pk).update(failed_attempts=task.failed_attempts)
+        if task.failed_attempts <= task.retry_limit:
+            delay = retry_backoff_seconds(task.failed_attempts)
+            task.next_attempt_at = now + dt.timedelta(seconds=delay)
+            Task.objects.filter(pk=task.pk).update(next_attempt_at=task.next_attempt_at)
+            retries_left = task.retry_limit - task.failed_attempts
+            task_transition(
+                task=task,
+                to=TaskState.RETRY_WAIT,
+                reason=f"{reason}; retrying in {delay} s ({retries_left} more retries allowed after that)"
+                if retries_left
+                else f"{reason}; retrying in {delay} s (last retry)",
+                data=extra | {"retry_in_seconds": delay},
+            )
+            _enqueue_cleanup(attempt)
+            return
+    if task.state != outcome:
+        task_transition(task=task, to=outcome, reason=reason, data=extra)
+    _enqueue_cleanup(attempt)
+
+
+def _enqueue_cleanup(attempt: Attempt) -> None:
+    attempt_id = attempt.pk
+    transaction.on_commit(lambda: dispatch.enqueue_cleanup(attempt_id))
+
+
+def attempt_cleanup(*, attempt_id: int) -> bool:
+    """Remove what a closed attempt left in its cloud; False while something is left (retried every pass)."""
+    attempt = Attempt.objects.select_related("task__connection").get(pk=attempt_id)
+    try:
+        done = get_backend(attempt.task.connection).cleanup(attempt_ref(attempt))
+    except BackendError as exc:
+        Attempt.objects.filter(pk=attempt.pk).update(cleanup_error=exc.message)
+        return False
+    if done:
+        Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.DONE, cleanup_error="")
+    return done

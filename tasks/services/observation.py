@@ -1,0 +1,242 @@
+"""Observation: what each cloud says about the open attempts, and what the reconciler does about it.
+
+One batched observation per connection. For Runner backends the Runner's reports are the
+truth and the cloud's view only covers a silent Runner; without a Runner the cloud's
+observation is the truth.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.backends import get_backend
+from clusters.backends.base import BackendError, Observation
+from clusters.models import CloudConnection
+from tasks.choices import EXECUTING, AttemptState, TaskState
+from tasks.models import Attempt
+from tasks.services.attempts import attempt_close, attempt_ref, executing_attempts, stopped_state
+from tasks.services.faults import isolated
+from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
+from tasks.services.logs import log_copy_from_cloud
+
+logger = logging.getLogger(__name__)
+
+
+def observe_all() -> int:
+    """Observe every connection with open attempts; one connection's or attempt's error does not stop the others."""
+    count = 0
+    for connection in CloudConnection.objects.filter(tasks__state__in=EXECUTING).distinct():
+        attempts = executing_attempts(connection)
+        if attempts:
+            count += isolated(
+                f"observing {connection.cloud_id}",
+                lambda connection=connection, attempts=attempts: connection_observe(connection, attempts),
+                task_ids=[attempt.task_id for attempt in attempts],
+            )
+    return count
+
+
+def connection_observe(connection: CloudConnection, attempts: list[Attempt]) -> int:
+    """One batched observation of the connection's open attempts; act on what contradicts the database."""
+    backend = get_backend(connection)
+    observations = backend.observe([attempt_ref(a) for a in attempts])
+    act = _act_on_runner_attempt if backend.uses_runner else _act_on_cloud_attempt
+    return sum(
+        isolated(
+            f"acting on {attempt}",
+            lambda attempt=attempt, observation=observation: act(backend, attempt, observation),
+            task_ids=[attempt.task_id],
+        )
+        for attempt, observation in zip(attempts, observations, strict=True)
+    )
+
+
+def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:
+    """For Runner backends the Runner's reports are the truth; the cloud's view only covers a Runner gone silent.
+
+    1. A stop the Runner did not carry out within the stop window, or one no Runner is there to
+       carry out (its execution is gone): the backend kills what is left, and the next pass ends it.
+    2. Silence past the heartbeat deadline (a dead, hung or cut-off Runner): UNKNOWN, never a re-run.
+    3. A Runner process that died on a host we control: start a new one, which re-attaches to the
+       program or reports it lost.
+    """
+    now = timezone.now()
+    nobody_to_stop = observation.phase == "gone" and attempt.stop_requested_at and not attempt.stop_escalated_at
+    if nobody_to_stop or _stop_window_passed(attempt, now):
+        return _escalate_stop(backend, attempt, now)
+    if observation.phase == "gone" and attempt.stop_requested_at and attempt.stop_escalated_at:
+        return _finish(attempt, "stopped by force: the Runner did not stop the program in time, or was gone")
+    if not attempt.stop_requested_at:
+        verdict = _cloud_verdict(backend, attempt, observation)
+        if verdict:
+            return verdict
+    last_sign = attempt.last_heartbeat_at or attempt.runner_contact_at or attempt.cloud_created_at or attempt.created_at
+    silent_for = (now - last_sign).total_seconds()
+    if silent_for > settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS and attempt.task.state != TaskState.UNKNOWN:
+        state = "is not running" if observation.phase == "gone" else "still runs but does not report"
+        return _suspect(attempt, f"no word from the Runner for {int(silent_for)} s; it {state}", observation)
+    if observation.phase == "gone" and silent_for > 3 * settings.RUNNER_HEARTBEAT_SECONDS:
+        backend.ensure_started(attempt_ref(attempt))
+        return 1
+    return 0
+
+
+def _cloud_verdict(backend: Any, attempt: Attempt, observation: Observation) -> int:
+    """Cloud facts about a Runner backend's machine that need not wait for the heartbeat deadline.
+
+    - The machine broke (ERROR) before its Runner ever spoke: the program never ran, FAILED
+      (the retry policy applies).
+    - It broke or vanished after contact: the program may have run, UNKNOWN with the evidence.
+    - It is up but its Runner never reported by the boot deadline: FAILED, with the console
+      tail as an event so the user sees why.
+    """
+    status = observation.evidence.get("server_status")
+    if observation.phase == "failed" and attempt.runner_contact_at is None:
+        return _finish(attempt, observation.reason, observation=observation)
+    if status in ("ERROR", "absent"):
+        return _finish(attempt, observation.reason, evidence=observation)
+    never_reported = getattr(backend, "runner_never_reported", None)
+    verdict = never_reported and never_reported(
+        attempt_ref(attempt), observation, runner_contact_at=attempt.runner_contact_at
+    )
+    if not verdict:
+        return 0
+    with transaction.atomic():
+        task, locked = lock_task_and_attempt(attempt)
+        if not locked.is_closed:
+            event_append(
+                task=task,
+                type="console",
+                message="console log tail of the server",
+                data={"attempt": locked.number, "tail": verdict["console_tail"][-8000:]},
+            )
+    failed = Observation(observation.external_name, exists=True, phase="failed", reason=verdict["reason"])
+    return _finish(attempt, verdict["reason"], observation=failed)
+
+
+def _act_on_cloud_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:
+    """Without a Runner the cloud's observation is the truth: copy new log bytes, then follow its phase."""
+    now = timezone.now()
+    if _stop_window_passed(attempt, now):
+        _escalate_stop(backend, attempt, now)
+    if observation.phase in ("running", "succeeded", "failed"):
+        log_copy_from_cloud(backend, attempt, attempt_ref(attempt))
+    if observation.phase == "gone":
+        if attempt.stop_requested_at:
+            return _finish(attempt, f"stopped ({observation.reason or 'the execution was removed'})")
+        return _finish(
+            attempt, f"{observation.reason or 'the execution vanished from the cloud'}", evidence=observation
+        )
+    if observation.phase in ("succeeded", "failed"):
+        return _finish(attempt, observation.reason, observation=observation)
+    changed = (observation.phase, observation.reason) != (attempt.observed_phase, attempt.observed_reason)
+    if not changed:
+        return 0
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if attempt.is_closed:
+            return 0
+        attempt.observed_phase, attempt.observed_reason = observation.phase, observation.reason
+        fields = ["observed_phase", "observed_reason", "updated_at"]
+        if observation.phase == "running" and task.state in (
+            TaskState.SUBMITTING,
+            TaskState.STARTING,
+            TaskState.UNKNOWN,
+        ):
+            attempt.state, attempt.program_started_at = AttemptState.RUNNING, now
+            fields += ["state", "program_started_at"]
+            task_transition(
+                task=task,
+                to=TaskState.RUNNING,
+                reason=observation.reason or "the program is running",
+                data={"attempt": attempt.number},
+            )
+        elif observation.reason:
+            event_append(
+                task=task,
+                type="observed",
+                message=observation.reason,
+                data={"attempt": attempt.number, "phase": observation.phase, **observation.evidence},
+            )
+        attempt.save(update_fields=fields)
+    return 1
+
+
+def _suspect(attempt: Attempt, why: str, observation: Observation) -> int:
+    """UNKNOWN, with the attempt left open: if the Runner reports again, its facts decide the state."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if attempt.is_closed or task.state not in (
+            TaskState.SUBMITTING,
+            TaskState.STARTING,
+            TaskState.RUNNING,
+            TaskState.CANCELLING,
+        ):
+            return 0
+        task_transition(
+            task=task,
+            to=TaskState.UNKNOWN,
+            reason=f"{why}; it is not run again by itself",
+            data={"attempt": attempt.number, "evidence": why, **observation.evidence},
+        )
+    return 1
+
+
+def _escalate_stop(backend: Any, attempt: Attempt, now: dt.datetime) -> int:
+    """The backend stops what the stop request did not; a cloud error is retried next pass, not fatal to it."""
+    try:
+        backend.stop(attempt_ref(attempt))
+    except BackendError as exc:
+        logger.warning("stopping %s failed, will retry: %s", attempt, exc.message)
+        return 0
+    Attempt.objects.filter(pk=attempt.pk).update(stop_escalated_at=now)
+    return 1
+
+
+def _stop_window_passed(attempt: Attempt, now: dt.datetime) -> bool:
+    return bool(
+        attempt.stop_requested_at
+        and not attempt.stop_escalated_at
+        and now - attempt.stop_requested_at > dt.timedelta(seconds=settings.STOP_WINDOW_SECONDS)
+    )
+
+
+def _finish(
+    attempt: Attempt, why: str, *, observation: Observation | None = None, evidence: Observation | None = None
+) -> int:
+    """Close an open attempt with the outcome the facts show."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt)
+        if attempt.is_closed:
+            return 0
+        if attempt.stop_requested_at:
+            outcome = stopped_state(attempt)
+        elif observation is not None:
+            attempt.exit_code = observation.exit_code
+            if observation.timed_out:
+                outcome = TaskState.TIMED_OUT
+            elif observation.phase == "succeeded":
+                outcome = TaskState.SUCCEEDED
+            else:
+                outcome = TaskState.FAILED
+                attempt.failure_reason = why
+        else:
+            attempt.failure_reason = why
+            attempt.state = AttemptState.LOST
+            details = {"evidence": why, **(evidence.evidence if evidence else {})}
+            attempt_close(
+                task=task,
+                attempt=attempt,
+                outcome=TaskState.UNKNOWN,
+                reason=f"{why}; retry it if it is safe to run again",
+                data=details,
+            )
+            return 1
+        attempt_close(task=task, attempt=attempt, outcome=outcome, reason=why or outcome.lower())
+    return 1
