@@ -25,7 +25,7 @@ from tasks.services.execution import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RUNNERS = 50

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cloudpivot.accounts.models import ApiToken, AuditEntry, Quota
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def test_a_token_is_shown_once_works_and_is_revoked(api, world):

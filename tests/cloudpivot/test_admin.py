@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from cloudpivot.accounts.models import ApiToken
 from tasks.models import Task
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 @pytest.fixture

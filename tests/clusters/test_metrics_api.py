@@ -9,7 +9,7 @@ from django.utils import timezone
 from cloudpivot.accounts.models import Quota
 from clusters.metrics.sampling import sample_all
 from clusters.models import MetricSample
-from tests.portal.conftest import submit
+from tests.builders import submit
 
 
 def put(world, metric, values, *, kind="connection", key="local", resolution=0, start=None):

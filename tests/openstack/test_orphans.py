@@ -24,7 +24,7 @@ from resources.backends.openstack import instance_tag
 from resources.models import Instance, OrphanFinding, Snapshot
 from resources.orphan_scan import orphans_scan
 from tests import helpers
-from tests.openstack.conftest import INSTALLATION
+from tests.plugins.openstack import INSTALLATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db]
 CHANGELIST = "/admin/resources/orphanfinding/"

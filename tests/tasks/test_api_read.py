@@ -7,7 +7,7 @@ from django.db import transaction
 from tasks.models import Task
 from tasks.services.lifecycle import event_append, task_lock
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def submit(user, **extra):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tasks.models import Task
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 URL = "/api/v1/tasks"
 

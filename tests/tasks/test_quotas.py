@@ -13,7 +13,7 @@ from tasks.models import Task
 from tasks.services.execution import admit_all, attempt_close, current_attempt
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def submit(world, user=None, **extra) -> Task:
