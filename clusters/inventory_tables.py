@@ -2,7 +2,8 @@
 
 One table per kind the backend offers (Kubernetes: nodes, namespaces, PVCs, our pods; OpenStack: flavors,
 images, networks, volumes, servers, quotas), each row a plain list of cell texts. A cloud that does not
-answer ends the walk: its words are shown once instead of waiting out every kind's timeout.
+answer the first kind ends the walk: its words are shown once instead of waiting out every kind's timeout;
+a kind that fails later shows its own words and the other tables stay.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ def cloud_inventory_tables(*, connection: CloudConnection) -> CloudInventory:
         try:
             answer = cloud_inventory(connection=connection, kind=kind)
         except CloudUnavailable as exc:
-            found.error = f"{exc.message}; the inventory could not be read"
-            return found
+            if not found.tables:  # not even the first kind: the cloud is down, say it once
+                found.error = f"{exc.message}; the inventory could not be read"
+                return found
+            found.tables.append(InventoryTable(kind=kind, error=exc.message))
+            continue
         except ApplicationError as exc:  # this kind only: e.g. no Cinder, or no permission for nodes
             found.tables.append(InventoryTable(kind=kind, error=exc.message))
             continue

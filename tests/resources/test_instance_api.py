@@ -12,7 +12,8 @@ import pytest
 from django.db import close_old_connections
 
 from cloudpivot.accounts.models import Membership, Quota, Role
-from resources.models import Instance, Operation, Snapshot
+from resources.models import Instance, Operation
+from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
 
@@ -167,13 +168,8 @@ def test_a_start_retried_with_the_same_boot_id_does_nothing(os_world, api):
 def test_a_snapshot_is_never_restored_into_another_project(os_world, api):
     world = os_world.world
     Membership.objects.create(project=world.beta, user=world.bob, role=Role.SUBMITTER)
-    beta_snapshot = Snapshot.objects.create(
-        name="beta-snap",
-        project=world.beta,
-        owner=world.charlie,
-        connection=os_world.connection,
-        image_id="img-1",
-        status="available",
+    beta_snapshot = snapshot_row(
+        connection=os_world.connection, project=world.beta, owner=world.charlie, name="beta-snap", image_id="img-1"
     )
     instance_id = create(api).json()["instance"]
     Instance.objects.filter(pk=instance_id).update(status="Running", server_id="s-1", operation=None)
