@@ -18,6 +18,12 @@ from clusters.inventory import CloudUnavailable, cloud_inventory
 from clusters.models import CloudConnection
 
 CELL_LIMIT = 120  # characters of one cell; the API has the whole value
+TITLES = {
+    "pvcs": "PersistentVolumeClaims",
+    "pods": "Pods of CloudPivot tasks",
+    "servers": "Servers CloudPivot made",
+    "quotas": "The cloud project's quota",
+}
 
 
 @dataclass
@@ -26,6 +32,10 @@ class InventoryTable:
     columns: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     error: str = ""  # the cloud's answer in words when this kind could not be listed
+
+    @property
+    def title(self) -> str:
+        return TITLES.get(self.kind, self.kind.capitalize())
 
 
 @dataclass
