@@ -242,10 +242,16 @@ def test_cancelling_a_finished_task_says_why_instead_of_failing(pages, world, ma
 
 
 def test_retry_runs_a_finished_task_again(pages, world, make):
-    task = make.finished(world.bob, exit_code=1)
+    task = make.finished(world.bob, exit_code=1, log=b"the first attempt's words\n")
     assert pages("bob").post(f"/tasks/{task.pk}/retry/").status_code == 302
     task.refresh_from_db()
     assert task.state == "PENDING"
+    assert make.admit(task).number == 2  # the retry runs as a new attempt
+    assert list(task.attempts.order_by("number").values_list("number", "exit_code")) == [(1, 1), (2, None)]
+    attempts = pages("bob").get(detail(task)).context["attempts"]
+    assert [a.number for a in attempts] == [2, 1]  # newest first; the earlier attempt stays on the page
+    first_log = pages("bob").get(f"/tasks/{task.pk}/log/download/?attempt=1")
+    assert b"".join(first_log.streaming_content) == b"the first attempt's words\n"
 
 
 # ---------------------------------------------------------------------------- logs

@@ -111,10 +111,21 @@ def test_a_create_over_the_instance_quota_is_refused_naming_the_limit(os_world, 
 
 
 def test_vcpu_and_memory_quotas_hold_too(os_world, api):
-    Quota.objects.create(project=os_world.world.alpha, connection=os_world.connection, max_memory_mb=100)
-    assert create(api).status_code == 202
+    quota = Quota.objects.create(project=os_world.world.alpha, connection=os_world.connection, max_vcpu=1)
+    assert create(api).status_code == 202  # cp.tiny: 1 vCPU, 64 MB
     response = create(api, name="vm2")
-    assert response.status_code == 422 and response.json()["message"].startswith("quota exceeded: MB memory 64/36 left")
+    assert response.status_code == 422
+    data = response.json()
+    assert data["message"].startswith("quota exceeded: vCPU 1/0 left"), data["message"]
+    assert (data["resource"], data["asked"], data["left"], data["errors"][0]["field"]) == ("vcpus", 1, 0, "flavor")
+    quota.max_vcpu, quota.max_memory_mb = None, 100
+    quota.save()
+    response = create(api, name="vm3")
+    assert response.status_code == 422
+    data = response.json()
+    assert data["message"].startswith("quota exceeded: MB memory 64/36 left"), data["message"]
+    assert (data["resource"], data["asked"], data["left"], data["limit"]) == ("memory_mb", 64, 36, 100)
+    assert Instance.objects.count() == 1
 
 
 def test_actions_follow_the_state_table(os_world, api):
