@@ -7,6 +7,7 @@ under one deadline, so a cloud that hangs is recorded as failing without holding
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -21,6 +22,7 @@ from clusters.backends.base import BackendError
 from clusters.choices import HealthStatus
 from clusters.models import CloudConnection
 
+logger = logging.getLogger(__name__)
 MESSAGE_LIMIT = 1000  # characters of the stored message; the checks' words are short, a cloud's error may not be
 # Credentials a cloud library might echo in an error: a bearer token, or a password/token/secret parameter.
 _SECRET_PATTERNS = [
@@ -148,8 +150,11 @@ def connections_check(connections, *, timeout: float | None = None) -> dict[str,
 def _check_into(conn: CloudConnection, answers: dict[int, CheckReport]) -> None:
     try:
         answers[conn.pk] = connection_checks(conn)
-    except Exception as exc:  # a bug in a backend is still a verdict in words, not a lost check
-        answers[conn.pk] = CheckReport(ok=False, summary=f"the check itself failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a bug of ours is still a verdict, not a lost check; its details only in the log
+        logger.exception("health: the checks of %s failed unexpectedly", conn.cloud_id)
+        answers[conn.pk] = CheckReport(
+            ok=False, summary=f"the check itself failed ({type(exc).__name__}); the details are in the server log"
+        )
     finally:
         db_connection.close()  # this thread's own database connection, if the backend opened one
 
@@ -158,7 +163,11 @@ def connection_health_record(*, connection: CloudConnection, report: CheckReport
     """The one writer of health_*: status, the words, and when (an update, so nothing else is overwritten).
 
     Returns the report as stored (its summary without secrets), for the caller to show."""
-    connection.health_status = HealthStatus.OK if report.ok else HealthStatus.FAILING
+    status = HealthStatus.OK if report.ok else HealthStatus.FAILING
+    if status != connection.health_status:
+        log = logger.info if report.ok else logger.warning
+        log("health: %s is now %s: %s", connection.cloud_id, status, without_secrets(report.summary))
+    connection.health_status = status
     connection.health_message = without_secrets(report.summary)
     connection.health_checked_at = timezone.now()
     CloudConnection.objects.filter(pk=connection.pk).update(
