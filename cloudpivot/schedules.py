@@ -7,6 +7,8 @@ SCHEDULES = [
     # Metrics (docs/metrics.md): a sampling pass every minute; averages and retention every 15 minutes.
     {"name": "metrics-sample", "func": "clusters.jobs.sample_metrics", "schedule_type": "I", "minutes": 1},
     {"name": "metrics-downsample", "func": "clusters.jobs.downsample_metrics", "schedule_type": "I", "minutes": 15},
+    # Connection health (clusters/health.py): each cloud's checks, the verdict the pages, API and admin show.
+    {"name": "clouds-health", "func": "clusters.jobs.check_health", "schedule_type": "I", "minutes": 5},
     # Observe every instance's server (one list per connection), prune snapshots past retention.
     {"name": "instances-refresh", "func": "resources.jobs.refresh", "schedule_type": "I", "minutes": 1},
     # Compare what CloudPivot tagged in each cloud with the database; the admin's orphan report.

@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from cloudpivot.quota_bars import quota_cards
 from tasks.portal import connections_with_load, dashboard_tasks
 
 
@@ -20,6 +21,5 @@ def home(request: HttpRequest) -> HttpResponse:
     context["clouds"] = connections_with_load(user=request.user)
     # A provider's first login creates the user in no project: say so instead of an empty dashboard.
     context["no_project"] = not request.user.is_superuser and not request.user.memberships.exists()
-    # Quotas arrive with their own issue; until then the dashboard says there are none.
-    context["quotas"] = []
+    context["quotas"] = quota_cards(user=request.user)
     return render(request, "home.html", context)

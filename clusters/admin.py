@@ -1,11 +1,20 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from clusters.health import connections_check
 from clusters.models import CloudConnection, MetricSample
 
 
 @admin.register(CloudConnection)
 class CloudConnectionAdmin(admin.ModelAdmin):
-    list_display = ["cloud_id", "backend", "dispatch_enabled", "max_active_tasks", "health_status", "health_checked_at"]
+    list_display = [
+        "cloud_id",
+        "backend",
+        "dispatch_enabled",
+        "max_active_tasks",
+        "health_status",
+        "health_message",
+        "health_checked_at",
+    ]
     list_filter = ["backend", "dispatch_enabled", "health_status"]
     search_fields = ["cloud_id", "name", "endpoint"]
     filter_horizontal = ["projects"]
@@ -21,6 +30,16 @@ class CloudConnectionAdmin(admin.ModelAdmin):
         ),
         ("Health", {"fields": ["health_status", "health_message", "health_checked_at"]}),
     ]
+    actions = ["test_connection"]
+
+    @admin.action(description="Test connection (run its checks now)", permissions=["change"])
+    def test_connection(self, request, queryset) -> None:
+        """The checks of the scheduled health job, now, one message per connection with what is wrong."""
+        for cloud_id, report in sorted(connections_check(queryset).items()):
+            if report.ok:
+                self.message_user(request, f"{cloud_id}: OK: {report.summary}", messages.SUCCESS)
+            else:
+                self.message_user(request, f"{cloud_id}: failing: {report.summary}", messages.ERROR)
 
 
 @admin.register(MetricSample)

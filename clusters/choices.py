@@ -8,10 +8,11 @@ class BackendKind(models.TextChoices):
 
 
 class HealthStatus(models.TextChoices):
+    """The last check's verdict (clusters/health.py); unknown until a connection is first checked."""
+
     UNKNOWN = "unknown", "Unknown"
     OK = "ok", "OK"
-    DEGRADED = "degraded", "Degraded"
-    DOWN = "down", "Down"
+    FAILING = "failing", "Failing"
 
 
 class SubjectKind(models.TextChoices):

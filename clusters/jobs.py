@@ -1,4 +1,4 @@
-"""django-q2 entry points for metrics (thin): the minute's sampling pass, and downsampling with retention."""
+"""django-q2 entry points (thin): metrics sampling, downsampling with retention, and connection health."""
 
 from __future__ import annotations
 
@@ -14,3 +14,11 @@ def downsample_metrics() -> str:
 
     done = downsample_and_prune()
     return f"written {done['written']}, deleted {done['deleted']}"
+
+
+def check_health() -> str:
+    from clusters.health import check_all
+
+    reports = check_all()
+    failing = sorted(cloud_id for cloud_id, report in reports.items() if not report.ok)
+    return f"checked {len(reports)}, failing: {', '.join(failing) or 'none'}"

@@ -313,6 +313,10 @@ METRICS_CLOUD_TIMEOUT_SECONDS = env.float("CLOUDPIVOT_METRICS_CLOUD_TIMEOUT_SECO
 # A bearer token a Prometheus server may scrape /metrics with (empty: only staff users may read it).
 METRICS_TOKEN = envsecret("CLOUDPIVOT_METRICS_TOKEN", default="")
 
+# ---------------------------------------------------------------- connection health (clusters/health.py)
+# The longest one connection's checks may take; a cloud that answers later is recorded as failing.
+CLOUD_HEALTH_TIMEOUT_SECONDS = env.float("CLOUDPIVOT_CLOUD_HEALTH_TIMEOUT_SECONDS", default=30)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

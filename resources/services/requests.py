@@ -229,13 +229,12 @@ def _refuse_foreign_snapshot_image(backend, image: str, project: Project) -> Non
     so its snapshot images are visible to everyone. Two checks: the image is a snapshot row of another
     project, or it carries CloudPivot's `cloudpivot_snapshot` mark that no live snapshot of this project
     owns (a snapshot whose row is gone, or one from another installation). KubeVirt snapshots are not
-    bootable images (the backend has no image_snapshot_ref), so only the first check applies there.
+    bootable images (image_snapshot_ref answers ""), so only the first check applies there.
     """
     foreign = Snapshot.objects.filter(image_id=image).exclude(project=project).select_related("project").first()
     if foreign is not None:
         raise _foreign_project(foreign, project.slug, field="image")
-    reader = getattr(backend, "image_snapshot_ref", None)
-    marked = _cloud_read("reading the image", "image", reader, image) if reader else ""
+    marked = _cloud_read("reading the image", "image", backend.image_snapshot_ref, image)
     if not marked:
         return
     owned = Snapshot.objects.filter(project=project, image_id=image).exclude(status=SS.DELETED)
@@ -353,8 +352,7 @@ def _check_state(instance: Instance, action: str, params: dict[str, Any]) -> Non
 
 def _refused_by_backend(backend, instance: Instance | None, action: str, params: dict[str, Any]) -> None:
     """A backend may refuse what its cloud has no equivalent for (KubeVirt: suspend) before any Operation."""
-    refusal = getattr(backend, "refusal", None)
-    found = _cloud_read("checking the action", "action", refusal, instance, action, params) if refusal else None
+    found = _cloud_read("checking the action", "action", backend.refusal, instance, action, params)
     if found is not None:
         kind, field, message = found
         error = UnsupportedAction if kind == "unsupported" else InvalidState

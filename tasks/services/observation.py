@@ -101,8 +101,7 @@ def _cloud_verdict(backend: Any, attempt: Attempt, observation: Observation) -> 
         return _finish(attempt, observation.reason, observation=observation)
     if status in ("ERROR", "absent"):
         return _finish(attempt, observation.reason, evidence=observation)
-    never_reported = getattr(backend, "runner_never_reported", None)
-    verdict = never_reported and never_reported(
+    verdict = backend.runner_never_reported(
         attempt_ref(attempt), observation, runner_contact_at=attempt.runner_contact_at
     )
     if not verdict:

@@ -26,7 +26,7 @@ from clusters.metrics.sampling import sample_all
 from clusters.models import MetricSample
 from tasks.models import Task
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 pytestmark = [pytest.mark.django_db]
 TASKS, SAMPLES = 10_000, 100_000

@@ -23,7 +23,6 @@ from tasks.models import Task
 from tasks.services import reconcile_pass
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.openstack.conftest import openstack_cloud, os_live, vms  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 rows: list[str] = []
@@ -66,7 +65,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def one_start(os_live, vms) -> tuple[float, float]:  # noqa: F811 - the fixtures' values
+def one_start(os_live, vms) -> tuple[float, float]:
     t0 = time.monotonic()
     task, _ = task_submit(user=os_live.world.bob, document={"cloud": "os-dev", "command": ["true"]})
     reconcile_pass()  # admission; the start job runs inline (jobs are synchronous here)
@@ -99,7 +98,7 @@ def one_start(os_live, vms) -> tuple[float, float]:  # noqa: F811 - the fixtures
     return to_active, to_runner
 
 
-def test_start_latency_over_20_tasks(os_live, vms):  # noqa: F811
+def test_start_latency_over_20_tasks(os_live, vms):
     figures = [one_start(os_live, vms) for _ in range(20)]
     to_active, to_runner = [f[0] for f in figures], [f[1] for f in figures]
     for label, values in (("submit → server ACTIVE", to_active), ("submit → Runner's first contact", to_runner)):
@@ -109,7 +108,7 @@ def test_start_latency_over_20_tasks(os_live, vms):  # noqa: F811
 
 
 @pytest.mark.parametrize("n", [10, 100])
-def test_one_reconcile_pass_costs_the_same_api_calls_for_any_number_of_tasks(os_live, counter, settings, n):  # noqa: F811
+def test_one_reconcile_pass_costs_the_same_api_calls_for_any_number_of_tasks(os_live, counter, settings, n):
     settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS = 3600  # the servers have no Runner: keep them STARTING
     t0 = time.monotonic()
     tasks = [

@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from tasks.models import Task
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

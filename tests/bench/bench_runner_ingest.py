@@ -21,11 +21,11 @@ from django.db import connection, transaction
 from tasks import credentials
 from tasks.models import LogChunk, Task
 from tasks.services import reconcile_pass
-from tasks.services.execution import attempt_create
+from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RUNNERS = 50

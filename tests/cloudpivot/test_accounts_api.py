@@ -8,7 +8,7 @@ import json
 from django.utils import timezone
 
 from cloudpivot.accounts.models import ApiToken, AuditEntry, Quota
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def test_a_token_is_shown_once_works_and_is_revoked(api, world):
@@ -24,6 +24,18 @@ def test_a_token_is_shown_once_works_and_is_revoked(api, world):
     assert api("bob").delete(f"/api/v1/tokens/{created.json()['id']}").status_code == 204
     assert client.get("/api/v1/tasks").status_code == 401
     assert ApiToken.objects.filter(name="billing system").get().revoked_at is not None
+
+
+def test_an_expired_token_is_refused_with_401_and_words(api, world):
+    token = ApiToken.objects.get(user=world.bob)
+    assert api("bob").get("/api/v1/tasks").status_code == 200  # the same token, before it expires
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    response = api("bob").get("/api/v1/tasks")
+    assert response.status_code == 401
+    assert response.json()["message"] == "Invalid, expired or revoked token."
+    assert response["WWW-Authenticate"] == "Bearer"
+    refused = api("bob").post("/api/v1/tasks", data=json.dumps(hello_spec()), content_type="application/json")
+    assert refused.status_code == 401 and not world.bob.tasks.exists()
 
 
 def test_tokens_of_others_are_invisible(api, world):

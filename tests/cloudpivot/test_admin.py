@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from cloudpivot.accounts.models import ApiToken
 from tasks.models import Task
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 @pytest.fixture
@@ -132,3 +132,40 @@ def test_anonymous_requests_write_no_audit_rows(client, db):
     client.post("/accounts/login/", {"login": "nobody", "password": "x"}, REMOTE_ADDR="192.0.2.10")
     client.post("/api/v1/tasks", data="{}", content_type="application/json")
     assert not AuditEntry.objects.exists()
+
+
+def test_the_quota_admin_lists_and_saves_a_projects_limits(staff_client, world):
+    from cloudpivot.accounts.models import Quota
+
+    add = staff_client.get("/admin/accounts/quota/add/")
+    assert add.status_code == 200 and b'name="max_vcpu"' in add.content
+    data = form_data(add.content.decode()) | {
+        "project": world.alpha.pk,
+        "connection": world.local.pk,
+        "max_vcpu": "2.5",
+    }
+    data |= {"max_tasks": "3"}
+    response = staff_client.post("/admin/accounts/quota/add/", data)
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    quota = Quota.objects.get(project=world.alpha, connection=world.local)
+    assert (quota.max_tasks, str(quota.max_vcpu), quota.max_gpus) == (3, "2.500", None)
+    listing = staff_client.get("/admin/accounts/quota/").content.decode()
+    assert f'href="/admin/accounts/quota/{quota.pk}/change/"' in listing and "2.500" in listing
+    again = staff_client.post("/admin/accounts/quota/add/", data)  # one quota per project and connection
+    assert again.status_code == 200 and Quota.objects.filter(project=world.alpha).count() == 1
+
+
+def test_the_audit_admin_shows_entries_and_lets_nobody_change_them(staff_client, world, api):
+    from cloudpivot.accounts.models import AuditEntry
+
+    api("bob").post("/api/v1/tasks", data=hello_spec(), format="json")
+    entry = AuditEntry.objects.get(actor_name="bob")
+    listing = staff_client.get("/admin/accounts/auditentry/")
+    assert listing.status_code == 200 and "bob" in listing.content.decode()
+    assert b"/admin/accounts/auditentry/add/" not in listing.content and b"delete_selected" not in listing.content
+    page = staff_client.get(f"/admin/accounts/auditentry/{entry.pk}/change/")
+    assert page.status_code == 200 and b'name="outcome"' not in page.content  # shown, never a form field
+    assert staff_client.get("/admin/accounts/auditentry/add/").status_code == 403
+    assert staff_client.post(f"/admin/accounts/auditentry/{entry.pk}/change/", {"outcome": "ok"}).status_code == 403
+    assert staff_client.post(f"/admin/accounts/auditentry/{entry.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert AuditEntry.objects.filter(pk=entry.pk, actor_name="bob").exists()

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from tasks.services.execution import attempt_close, attempt_create, current_attempt
+from tasks.services.attempts import attempt_close, attempt_create, current_attempt
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 ROLES = ["alice", "bob", "rita", "charlie", "anon"]
 

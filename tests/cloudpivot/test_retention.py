@@ -15,7 +15,7 @@ from cloudpivot.retention import archive_path, prune, read_archive
 from tasks.choices import CleanupState, TaskState
 from tasks.models import Attempt, LogChunk, Task, TaskEvent
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def finished(world, *, days_ago: float, name: str, cleanup: str = CleanupState.DONE) -> Task:

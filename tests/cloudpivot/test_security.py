@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:

@@ -17,8 +17,8 @@ from clusters.backends.kubernetes import (
     parse_credentials_ref,
     timestamp_ns,
 )
-from tests.clusters.conftest import TOKEN
 from tests.clusters.kube_fixture import NODES, PVCS, KubeCluster
+from tests.plugins.kube import TOKEN
 
 
 def ref(n: int = 1, **spec) -> AttemptRef:

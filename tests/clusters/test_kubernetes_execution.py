@@ -13,7 +13,7 @@ from clusters.backends import get_backend
 from tasks import dispatch
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass, task_cancel
-from tasks.services.execution import attempt_ref, attempt_start
+from tasks.services.attempts import attempt_ref, attempt_start
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers

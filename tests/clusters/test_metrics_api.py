@@ -9,7 +9,7 @@ from django.utils import timezone
 from cloudpivot.accounts.models import Quota
 from clusters.metrics.sampling import sample_all
 from clusters.models import MetricSample
-from tests.portal.conftest import submit
+from tests.builders import instance_row, submit
 
 
 def put(world, metric, values, *, kind="connection", key="local", resolution=0, start=None):
@@ -74,20 +74,7 @@ def test_sampled_quota_use_is_for_the_projects_members(api, world):
 
 
 def test_an_instances_figures_are_for_those_who_see_the_instance(api, world):
-    from resources.models import Instance
-
-    Instance.objects.create(
-        name="vm",
-        project=world.beta,
-        owner=world.charlie,
-        connection=world.local,
-        backend="openstack",
-        flavor="tiny",
-        vcpus=1,
-        memory_mb=512,
-        image="img",
-        server_id="srv-1",
-    )
+    instance_row(connection=world.local, project=world.beta, owner=world.charlie, name="vm", server_id="srv-1")
     put(world, "cpu_used_cores", [0.5, 0.25], kind="instance", key="srv-1")
     query = {"metric": "cpu_used_cores", "subject_kind": "instance", "subject_key": "srv-1"}
     mine = api("charlie").get("/api/v1/clouds/local/metrics", query)

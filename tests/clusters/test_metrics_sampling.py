@@ -20,8 +20,8 @@ from clusters.metrics.sampling import sample_all
 from clusters.models import CloudConnection, MetricSample
 from tasks.models import Task
 from tests import helpers
+from tests.builders import admit, running, submit
 from tests.clusters.kube_fixture import NODES
-from tests.portal.conftest import admit, running, submit
 
 
 def latest(metric: str, *, kind: str = "connection", key: str = "local", connection=None) -> float:

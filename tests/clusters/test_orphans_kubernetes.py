@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
@@ -16,12 +15,13 @@ from django.utils import timezone
 from django_q.conf import Conf
 
 from cloudpivot.accounts.models import AuditEntry
-from clusters.backends.kubernetes import LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, label_value
+from clusters.backends.kubernetes import LABEL_INSTALLATION
 from orphans.models import OrphanFinding
 from orphans.scan import orphans_scan
 from tasks.models import Attempt
 from tasks.services.submission import task_submit
 from tests.clusters.kube_fixture import JOBS
+from tests.plugins.kube import job, ours
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,33 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def inline_jobs(monkeypatch):
     monkeypatch.setattr(Conf, "SYNC", True)
-
-
-def job(name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "busybox", "command": ["true"]}],
-                },
-            },
-        },
-    }
-
-
-def ours(attempt: str, **extra: str) -> dict[str, str]:
-    return {
-        LABEL_INSTALLATION: label_value(settings.INSTALLATION_ID),
-        LABEL_ATTEMPT: attempt,
-        LABEL_TASK: "0f0e0d0c-0000-4000-8000-000000000000",
-        **extra,
-    }
 
 
 def findings(connection) -> dict[str, OrphanFinding]:

@@ -15,7 +15,7 @@ from cloudpivot.accounts.models import Quota
 from clusters.metrics.sampling import sample_all
 from tasks.models import Task
 from tests import helpers
-from tests.portal.conftest import submit
+from tests.builders import submit
 
 SCRAPE_TOKEN = "scrape-9c1e5b7d2f"
 

@@ -17,7 +17,8 @@ from clusters.backends import get_backend
 from clusters.backends.openstack import installation_tag, runner_never_reported
 from tasks.models import Task
 from tasks.services import reconcile_pass
-from tasks.services.execution import attempt_ref, attempt_start, task_cancel
+from tasks.services.actions import task_cancel
+from tasks.services.attempts import attempt_ref, attempt_start
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
@@ -202,7 +203,7 @@ def test_a_crash_between_create_and_record_leaves_exactly_one_server(os_live, mo
 
     monkeypatch.setattr(Conf, "SYNC", False)  # the start job is queued, not run: a worker "crashes"
     task, _ = task_submit(user=os_live.world.bob, document=spec(["true"]))
-    from tasks.services.execution import admit_all
+    from tasks.services.admission import admit_all
 
     admit_all()
     attempt = task.attempts.get()

@@ -50,7 +50,7 @@ def test_hypervisor_statistics_and_quota_use_are_sampled(os_connection, openstac
 
 
 def test_server_diagnostics_of_our_servers(os_connection, openstack_cloud, settings):
-    from tests.openstack.conftest import INSTALLATION
+    from tests.plugins.openstack import INSTALLATION
 
     settings.INSTALLATION_ID = INSTALLATION
     conn = openstack_cloud.conn

@@ -23,9 +23,10 @@ from clusters.models import CloudConnection
 from orphans.models import OrphanFinding
 from orphans.scan import orphans_scan
 from resources.backends.openstack import instance_tag
-from resources.models import Instance, Snapshot
+from resources.models import Instance
 from tests import helpers
-from tests.openstack.conftest import INSTALLATION
+from tests.builders import instance_row, snapshot_row
+from tests.plugins.openstack import INSTALLATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db]
 CHANGELIST = "/admin/orphans/orphanfinding/"
@@ -151,17 +152,12 @@ def act(client: Client, action: str, findings: list[OrphanFinding], **extra) -> 
     return html.unescape(response.content.decode()).lower()
 
 
-def instance_row(cloud, server, *, status: str = "Running", name: str = "known") -> Instance:
-    return Instance.objects.create(
-        name=name,
+def known_instance(cloud, server, *, status: str = "Running", name: str = "known") -> Instance:
+    return instance_row(
+        connection=cloud.connection,
         project=cloud.world.alpha,
         owner=cloud.world.bob,
-        connection=cloud.connection,
-        backend="openstack",
-        flavor="cp.tiny",
-        vcpus=1,
-        memory_mb=64,
-        image="cp-runner-fake",
+        name=name,
         status=status,
         server_id=server.id if server else "",
         deleted_at=timezone.now() if status == "Deleted" else None,
@@ -176,9 +172,9 @@ def test_a_tagged_server_unknown_to_cloudpivot_is_an_orphan_and_untagged_or_fore
     copied_tag = cloud.server("copied-tag", [installation_tag()], {"cloudpivot_installation": "another-one"})
     known = cloud.server("known-server", [installation_tag()], ours())
     deleted = cloud.server("deleted-server", [installation_tag()], ours())
-    instance_row(cloud, known)
-    instance_row(cloud, deleted, status="Deleted", name="gone-instance")
-    expecting = instance_row(cloud, None, name="expecting")
+    known_instance(cloud, known)
+    known_instance(cloud, deleted, status="Deleted", name="gone-instance")
+    expecting = known_instance(cloud, None, name="expecting")
     Instance.objects.filter(pk=expecting.pk).update(server_id="00000000-0000-4000-8000-000000000000")
 
     found = report(cloud)
@@ -199,22 +195,21 @@ def test_snapshot_images_are_compared_with_snapshots_and_a_snapshots_source_serv
     orphan_image = cloud.snapshot_image(source.id, "lost-snapshot")
     foreign_image = cloud.image("foreign-image", installation="someone-else")
     stale_image = cloud.image("stale-image")
-    Snapshot.objects.create(
-        name="deleted-snap",
+    snapshot_row(
+        connection=cloud.connection,
         project=cloud.world.alpha,
         owner=cloud.world.bob,
-        connection=cloud.connection,
+        name="deleted-snap",
         image_id=stale_image,
         status="deleted",
     )
 
-    Snapshot.objects.create(
-        name="vanished-snap",
+    snapshot_row(
+        connection=cloud.connection,
         project=cloud.world.alpha,
         owner=cloud.world.bob,
-        connection=cloud.connection,
+        name="vanished-snap",
         image_id="00000000-0000-4000-8000-0000000000ee",
-        status="available",
     )
 
     found = report(cloud)

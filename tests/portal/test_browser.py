@@ -3,90 +3,26 @@
 Tasks really run: the test process plays the worker (reconcile passes in a background
 thread, enqueued jobs inline), the Runner reports to the Daphne the browser talks to.
 The server is the shared `live` Daphne (test settings: it serves the static files through the
-finders). The browser logs in through the login page with a real password. Screenshots of the main
-pages go to docs/screenshots/ (CLOUDPIVOT_SCREENSHOT_DIR overrides; empty: none).
+finders). The browser logs in through the login page with a real password (tests/plugins/browser.py).
+Screenshots of the main pages go to docs/screenshots/.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import threading
-from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from django_q.conf import Conf
 from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import Quota
 from tasks.models import Task
-from tasks.services import reconcile_pass
-from tests import helpers
-from tests.portal.conftest import submit
+from tests.builders import submit
+from tests.plugins.browser import PHONE, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-SCREENSHOTS = os.environ.get("CLOUDPIVOT_SCREENSHOT_DIR", str(helpers.BASE_DIR / "docs" / "screenshots"))
-LAPTOP = {"width": 1280, "height": 860}
-PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture
-def worker(live):
-    """Reconcile passes every 0.2 s in a background thread, as the ticker job does in a worker."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def loop():
-        try:
-            while not stop.is_set():
-                try:
-                    reconcile_pass()
-                except Exception as exc:  # reported at teardown; the loop goes on like a worker would
-                    errors.append(exc)
-                stop.wait(0.2)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=loop, name="reconcile-worker", daemon=True)
-    thread.start()
-    yield live
-    stop.set()
-    thread.join(timeout=30)
-    assert not errors, errors
-
-
-@pytest.fixture
-def open_page(browser, live, world):
-    """open_page("bob") → a fresh browser context logged in as bob through the login page."""
-    contexts = []
-
-    def login(name: str, viewport: dict | None = None):
-        context = browser.new_context(viewport=viewport or LAPTOP, base_url=live.url)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        page.on("dialog", lambda dialog: dialog.accept())
-        page.goto("/tasks/")
-        assert "/accounts/login/" in page.url  # the page sent us to log in first
-        page.get_by_label("Username or email").fill(name)
-        page.get_by_label("Password").fill(f"pw-{name}")
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(re.compile(r"/tasks/$"))
-        return page
-
-    yield login
-    for context in contexts:
-        context.close()
-
-
-def screenshot(page, name: str, full_page: bool = False) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=full_page)
 
 
 def fill_form(page, *, command: list[str], name: str = "", env: str = "") -> None:

@@ -21,8 +21,8 @@ from cloudpivot.asgi import application
 from cloudpivot.routing import websocket_urlpatterns
 from tasks.consumers import DashboardConsumer, TaskConsumer
 from tasks.portal import LOG_TAIL_BYTES
-from tasks.services.execution import task_cancel, task_retry
-from tests.portal.conftest import admit, finished, report, running, submit, write_log
+from tasks.services.actions import task_cancel, task_retry
+from tests.builders import admit, finished, report, running, submit, write_log
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 db = database_sync_to_async

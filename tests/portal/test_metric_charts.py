@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from clusters.metrics.charts import Chart, svg, thin
 from clusters.metrics.sampling import sample_all
-from tests.portal.conftest import submit
+from tests.builders import submit
 
 
 def test_no_samples_yet(pages, world):

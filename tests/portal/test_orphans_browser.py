@@ -12,13 +12,10 @@ from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import AuditEntry
 from orphans.models import OrphanFinding
-from tests.clusters import conftest as cluster_fixtures
 from tests.clusters.kube_fixture import JOBS
-from tests.clusters.test_orphans_kubernetes import job, ours
+from tests.plugins.kube import job, ours
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-# The kmock cluster and its connection (tests/clusters/conftest.py), for this module too.
-kube, kube_connection, token_file = cluster_fixtures.kube, cluster_fixtures.kube_connection, cluster_fixtures.token_file
 
 
 def test_an_admin_scans_sees_the_orphan_job_and_deletes_it_from_the_report(browser, live, kube, kube_connection, world):

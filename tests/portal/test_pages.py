@@ -65,7 +65,7 @@ def test_the_dashboard_shows_my_running_queued_and_recent_tasks(pages, world, ma
     assert [t.pk for t in sections["running"]] == [running.pk]
     assert [t.pk for t in sections["recent"]] == [done.pk]
     assert others.name.encode() not in response.content
-    assert b"No quotas set." in response.content
+    assert b"No quotas set for your projects" in response.content
     assert b"local" in response.content and b"Unknown" in response.content  # health not checked yet
     assert f'data-task-badge="{running.pk}"'.encode() in response.content
 
@@ -78,13 +78,13 @@ def test_the_dashboard_sections_come_as_a_fragment_for_htmx(pages, world, make):
 
 
 def test_the_dashboard_shows_cloud_health_and_load(pages, world, make):
-    world.local.health_status = "degraded"
+    world.local.health_status = "failing"
     world.local.health_message = "disk 91% full"
     world.local.max_active_tasks = 4
     world.local.save()
     make.running(world.bob)
     content = pages("bob").get("/").content.decode()
-    assert "Degraded" in content and "disk 91% full" in content and "1 active of 4" in content
+    assert "Failing" in content and "disk 91% full" in content and "1 active of 4" in content
 
 
 # ---------------------------------------------------------------------------- task list
@@ -242,10 +242,16 @@ def test_cancelling_a_finished_task_says_why_instead_of_failing(pages, world, ma
 
 
 def test_retry_runs_a_finished_task_again(pages, world, make):
-    task = make.finished(world.bob, exit_code=1)
+    task = make.finished(world.bob, exit_code=1, log=b"the first attempt's words\n")
     assert pages("bob").post(f"/tasks/{task.pk}/retry/").status_code == 302
     task.refresh_from_db()
     assert task.state == "PENDING"
+    assert make.admit(task).number == 2  # the retry runs as a new attempt
+    assert list(task.attempts.order_by("number").values_list("number", "exit_code")) == [(1, 1), (2, None)]
+    attempts = pages("bob").get(detail(task)).context["attempts"]
+    assert [a.number for a in attempts] == [2, 1]  # newest first; the earlier attempt stays on the page
+    first_log = pages("bob").get(f"/tasks/{task.pk}/log/download/?attempt=1")
+    assert b"".join(first_log.streaming_content) == b"the first attempt's words\n"
 
 
 # ---------------------------------------------------------------------------- logs

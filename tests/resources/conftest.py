@@ -1,4 +1,4 @@
-"""Instances against the real development OpenStack (tests/openstack/conftest.py starts it).
+"""Instances against the real development OpenStack (tests/plugins/openstack.py starts it).
 
 `snapshot_filler` plays the part of a real hypervisor's snapshot upload, which Nova's fake driver
 skips: it fills each queued snapshot image CloudPivot asked for with bytes, as the recipe's harness does.
@@ -15,10 +15,10 @@ import pytest
 from django_q.conf import Conf
 
 from clusters.models import CloudConnection
-from tests.openstack.conftest import INSTALLATION, openstack_cloud  # noqa: F401  (the session's cloud)
+from tests.plugins.openstack import INSTALLATION
 
 
-def make_connection(openstack_cloud, world) -> CloudConnection:  # noqa: F811
+def make_connection(openstack_cloud, world) -> CloudConnection:
     connection = CloudConnection.objects.create(
         cloud_id="os-dev",
         backend="openstack",
@@ -30,14 +30,14 @@ def make_connection(openstack_cloud, world) -> CloudConnection:  # noqa: F811
 
 
 @pytest.fixture
-def os_world(world, openstack_cloud, settings):  # noqa: F811
+def os_world(world, openstack_cloud, settings):
     """The world plus an `os-dev` connection granted to alpha and beta; jobs are only queued, never run."""
     settings.INSTALLATION_ID = INSTALLATION
     return SimpleNamespace(world=world, connection=make_connection(openstack_cloud, world), conn=openstack_cloud.conn)
 
 
 @pytest.fixture
-def os_instances(transactional_db, world, openstack_cloud, settings, monkeypatch):  # noqa: F811
+def os_instances(transactional_db, world, openstack_cloud, settings, monkeypatch):
     """Jobs run inline when their transaction commits (a worker's part), against the real cloud."""
     settings.INSTALLATION_ID = INSTALLATION
     settings.INSTANCE_OPERATION_DEADLINE_SECONDS = 60
@@ -50,7 +50,7 @@ def os_instances(transactional_db, world, openstack_cloud, settings, monkeypatch
 
 
 @pytest.fixture
-def snapshot_filler(openstack_cloud):  # noqa: F811
+def snapshot_filler(openstack_cloud):
     """A thread that finishes CloudPivot's queued snapshot images: formats, then the bytes (→ active)."""
     config = openstack.config.OpenStackConfig(config_files=[openstack_cloud.clouds_yaml])
     conn = openstack.connection.Connection(config=config.get_one(cloud=openstack_cloud.cloud))

@@ -9,6 +9,7 @@ from django.test import Client
 from cloudpivot.accounts.models import AuditEntry
 from resources.models import Instance, Operation
 from resources.services import instance_create
+from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
 
@@ -54,9 +55,7 @@ def test_the_admin_deletes_no_instance_or_snapshot_and_the_log_protects_its_inst
     world = os_world.world
     data = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
     operation, _ = instance_create(user=world.bob, data=data)
-    snapshot = Snapshot.objects.create(
-        name="snap", project=world.alpha, owner=world.bob, connection=os_world.connection, status="available"
-    )
+    snapshot = snapshot_row(connection=os_world.connection, project=world.alpha, owner=world.bob)
     staff = get_user_model().objects.create_superuser("root", "root@example.org", "pw-root")
     client = Client()
     client.force_login(staff)

@@ -11,10 +11,11 @@ import threading
 
 import pytest
 from django.db import connection
+from playwright.sync_api import expect
 
 from resources.models import Operation
 from resources.services import instance_create, operation_run
-from tests.portal.test_browser import expect, open_page, screenshot  # noqa: F401
+from tests.plugins.browser import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -45,7 +46,7 @@ def operations_worker(os_instances):
 
 def test_bob_drives_his_instance_through_every_action_from_its_page(
     os_instances,
-    open_page,  # noqa: F811
+    open_page,
     operations_worker,
     snapshot_filler,
 ):

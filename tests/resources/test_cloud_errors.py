@@ -14,7 +14,6 @@ import pytest
 from clusters.models import CloudConnection
 from resources.choices import InstanceStatus
 from resources.models import Instance, Operation
-from tests.clusters.conftest import kube, token_file  # noqa: F401  (the loopback API server and its token)
 
 
 def running_instance(world, endpoint: str, token_file) -> Instance:  # noqa: F811

@@ -15,13 +15,13 @@ import yaml
 
 from clusters.models import CloudConnection
 from resources.models import Instance, Operation
-from tests.openstack.conftest import INSTALLATION, openstack_cloud  # noqa: F401
+from tests.plugins.openstack import INSTALLATION
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def full_tenant(openstack_cloud, tmp_path):  # noqa: F811
+def full_tenant(openstack_cloud, tmp_path):
     conn = openstack_cloud.conn
     name = f"cpq-{INSTALLATION}-{secrets.token_hex(3)}"
     password = secrets.token_urlsafe(16)

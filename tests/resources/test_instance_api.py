@@ -12,7 +12,8 @@ import pytest
 from django.db import close_old_connections
 
 from cloudpivot.accounts.models import Membership, Quota, Role
-from resources.models import Instance, Operation, Snapshot
+from resources.models import Instance, Operation
+from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
 
@@ -110,10 +111,21 @@ def test_a_create_over_the_instance_quota_is_refused_naming_the_limit(os_world, 
 
 
 def test_vcpu_and_memory_quotas_hold_too(os_world, api):
-    Quota.objects.create(project=os_world.world.alpha, connection=os_world.connection, max_memory_mb=100)
-    assert create(api).status_code == 202
+    quota = Quota.objects.create(project=os_world.world.alpha, connection=os_world.connection, max_vcpu=1)
+    assert create(api).status_code == 202  # cp.tiny: 1 vCPU, 64 MB
     response = create(api, name="vm2")
-    assert response.status_code == 422 and response.json()["message"].startswith("quota exceeded: MB memory 64/36 left")
+    assert response.status_code == 422
+    data = response.json()
+    assert data["message"].startswith("quota exceeded: vCPU 1/0 left"), data["message"]
+    assert (data["resource"], data["asked"], data["left"], data["errors"][0]["field"]) == ("vcpus", 1, 0, "flavor")
+    quota.max_vcpu, quota.max_memory_mb = None, 100
+    quota.save()
+    response = create(api, name="vm3")
+    assert response.status_code == 422
+    data = response.json()
+    assert data["message"].startswith("quota exceeded: MB memory 64/36 left"), data["message"]
+    assert (data["resource"], data["asked"], data["left"], data["limit"]) == ("memory_mb", 64, 36, 100)
+    assert Instance.objects.count() == 1
 
 
 def test_actions_follow_the_state_table(os_world, api):
@@ -167,13 +179,8 @@ def test_a_start_retried_with_the_same_boot_id_does_nothing(os_world, api):
 def test_a_snapshot_is_never_restored_into_another_project(os_world, api):
     world = os_world.world
     Membership.objects.create(project=world.beta, user=world.bob, role=Role.SUBMITTER)
-    beta_snapshot = Snapshot.objects.create(
-        name="beta-snap",
-        project=world.beta,
-        owner=world.charlie,
-        connection=os_world.connection,
-        image_id="img-1",
-        status="available",
+    beta_snapshot = snapshot_row(
+        connection=os_world.connection, project=world.beta, owner=world.charlie, name="beta-snap", image_id="img-1"
     )
     instance_id = create(api).json()["instance"]
     Instance.objects.filter(pk=instance_id).update(status="Running", server_id="s-1", operation=None)

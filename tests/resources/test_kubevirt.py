@@ -18,7 +18,6 @@ from django.db import connections
 from clusters.models import CloudConnection
 from resources import jobs
 from resources.models import Instance, Operation, Snapshot
-from tests.clusters.conftest import kube, token_file  # noqa: F401  (the loopback API server and its token)
 from tests.clusters.kube_fixture import DATA_VOLUMES, VM_RESTORES, VM_SNAPSHOTS, VMS
 from tests.helpers import wait_for
 
@@ -26,7 +25,7 @@ NS = "tasks"
 SETTLE = 0.6  # long enough for a dozen polls at INSTANCE_POLL_SECONDS: the operation had every chance to end
 
 
-def make_connection(kube, token_file, world, cloud_id="kv-lab", **options):  # noqa: F811
+def make_connection(kube, token_file, world, cloud_id="kv-lab", **options):
     connection = CloudConnection.objects.create(
         cloud_id=cloud_id,
         backend="kubernetes",
@@ -41,7 +40,7 @@ def make_connection(kube, token_file, world, cloud_id="kv-lab", **options):  # n
 
 
 @pytest.fixture
-def kv(transactional_db, world, kube, token_file, settings):  # noqa: F811
+def kv(transactional_db, world, kube, token_file, settings):
     """A cluster with KubeVirt: `kv-lab` (DataVolume root disks) and `kv-ephemeral` (containerDisks)."""
     settings.INSTANCE_OPERATION_DEADLINE_SECONDS = 20
     settings.INSTANCE_POLL_SECONDS = 0.05
@@ -395,7 +394,7 @@ def test_the_vm_controller_garbage_collects_what_the_vm_still_owns(kv):
 
 
 # ---------------------------------------------------------------------------- refusals
-def test_a_cluster_without_kubevirt_refuses_vm_instances_and_says_so(transactional_db, world, kube, token_file, api):  # noqa: F811
+def test_a_cluster_without_kubevirt_refuses_vm_instances_and_says_so(transactional_db, world, kube, token_file, api):
     make_connection(kube, token_file, world, cloud_id="plain-k8s")
     response = api("bob").post(
         "/api/v1/instances",

@@ -12,14 +12,14 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.clusters.conftest import TOKEN, kube  # noqa: F401  (the loopback API server)
 from tests.clusters.kube_fixture import DATA_VOLUMES, VM_RESTORES
+from tests.plugins.kube import TOKEN
 
 NS = "tasks"
 
 
 @pytest.fixture
-def client(kube):  # noqa: F811
+def client(kube):
     cfg = k8s.Configuration()
     cfg.host = kube.url
     cfg.api_key = {"BearerToken": TOKEN}
@@ -64,7 +64,7 @@ def refused(call) -> tuple[int, str]:
     return error.value.status, json.loads(error.value.body)["message"]
 
 
-def test_without_kubevirt_its_groups_are_not_discovered_and_answer_404(kube, client):  # noqa: F811
+def test_without_kubevirt_its_groups_are_not_discovered_and_answer_404(kube, client):
     groups = [g.name for g in k8s.ApisApi(client).get_api_versions().groups]
     assert "batch" in groups and "kubevirt.io" not in groups
     custom = k8s.CustomObjectsApi(client)
@@ -82,7 +82,7 @@ def test_without_kubevirt_its_groups_are_not_discovered_and_answer_404(kube, cli
     assert custom.list_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines")["items"] == []
 
 
-def test_the_vm_controller_adds_its_finalizer_and_owned_data_volumes(kube, client):  # noqa: F811
+def test_the_vm_controller_adds_its_finalizer_and_owned_data_volumes(kube, client):
     kube.serve_kubevirt()
     custom = k8s.CustomObjectsApi(client)
     custom.create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", vm("a", data_volume=True))
@@ -97,7 +97,7 @@ def test_the_vm_controller_adds_its_finalizer_and_owned_data_volumes(kube, clien
     assert kube.vm("a") is None and "a-root" not in kube.objects(DATA_VOLUMES)
 
 
-def test_restart_writes_state_change_requests_and_refuses_what_virt_api_refuses(kube, client):  # noqa: F811
+def test_restart_writes_state_change_requests_and_refuses_what_virt_api_refuses(kube, client):
     kube.serve_kubevirt()
     custom = k8s.CustomObjectsApi(client)
     custom.create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", vm("a"))
@@ -118,7 +118,7 @@ def test_restart_writes_state_change_requests_and_refuses_what_virt_api_refuses(
     assert (status, message) == (409, "RunStrategy Halted does not support manual restart requests")
 
 
-def test_pause_and_unpause_refuse_a_vmi_in_the_wrong_state(kube, client):  # noqa: F811
+def test_pause_and_unpause_refuse_a_vmi_in_the_wrong_state(kube, client):
     kube.serve_kubevirt()
     k8s.CustomObjectsApi(client).create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", vm("a"))
     assert refused(lambda: virt_api(client, "virtualmachineinstances", "a", "pause"))[0] == 404
@@ -131,7 +131,7 @@ def test_pause_and_unpause_refuse_a_vmi_in_the_wrong_state(kube, client):  # noq
     assert [call[2] for call in kube.virt_api_calls()] == ["pause", "unpause"]
 
 
-def test_the_restore_webhook_refuses_a_vm_that_is_not_stopped(kube, client):  # noqa: F811
+def test_the_restore_webhook_refuses_a_vm_that_is_not_stopped(kube, client):
     kube.serve_kubevirt()
     custom = k8s.CustomObjectsApi(client)
     custom.create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", vm("a"))

@@ -12,7 +12,7 @@ from cloudpivot.accounts.models import AuditEntry, Quota
 from resources.models import Instance, Operation, Snapshot
 from resources.services import instances_refresh
 from tests import helpers
-from tests.openstack.conftest import INSTALLATION
+from tests.plugins.openstack import INSTALLATION
 
 pytestmark = [pytest.mark.e2e]
 

@@ -13,6 +13,7 @@ from resources import jobs
 from resources.models import Instance, Operation
 from resources.services import instance_create
 from resources.services.run import operation_lost_after_seconds, operation_run
+from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
 
@@ -114,14 +115,10 @@ def test_a_finished_snapshot_delete_leaves_another_operations_lock_on_the_instan
     world = os_world.world
     operation, _ = instance_create(user=world.bob, data=CREATE)  # pending: it holds the instance
     instance = Instance.objects.get(pk=operation.instance_id)
-    snapshot = Snapshot.objects.create(
-        name="old",
-        project=world.alpha,
-        owner=world.bob,
-        connection=os_world.connection,
-        instance=instance,
-        status="available",
-    )  # no image: the delete has nothing to ask the cloud
+    # no image: the delete has nothing to ask the cloud
+    snapshot = snapshot_row(
+        connection=os_world.connection, project=world.alpha, owner=world.bob, name="old", instance=instance
+    )
     deleting, _ = snapshot_delete(user=world.bob, snapshot=snapshot)
     assert operation_run(operation_id=str(deleting.pk)) == "succeeded"
     assert Snapshot.objects.get(pk=snapshot.pk).status == "deleted"

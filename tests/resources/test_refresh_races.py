@@ -10,6 +10,7 @@ from cloudpivot.accounts.models import AuditEntry
 from resources.backends import get_instance_backend
 from resources.models import Instance, Operation
 from resources.services.refresh import _observe
+from tests.builders import instance_row
 
 pytestmark = pytest.mark.e2e
 
@@ -17,15 +18,10 @@ pytestmark = pytest.mark.e2e
 def gone_instance(os_world):
     """An instance whose server id the real cloud does not know (so the refresh would call it Unknown)."""
     world = os_world.world
-    return Instance.objects.create(
-        name="vm1",
+    return instance_row(
+        connection=os_world.connection,
         project=world.alpha,
         owner=world.bob,
-        connection=os_world.connection,
-        backend="openstack",
-        flavor="cp.tiny",
-        vcpus=1,
-        memory_mb=64,
         image="img",
         status="Running",
         server_id=str(uuid.uuid4()),

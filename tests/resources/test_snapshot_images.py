@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from resources.models import Instance, Snapshot
+from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
 
@@ -41,22 +42,12 @@ def create(api, image, user="bob", project="alpha"):
     return api(user).post("/api/v1/instances", body, format="json")
 
 
-def snapshot_row(os_world, project, owner, image_id, **extra):
-    return Snapshot.objects.create(
-        name="snap",
-        project=project,
-        owner=owner,
-        connection=os_world.connection,
-        image_id=image_id,
-        status="available",
-        **extra,
-    )
-
-
 def test_a_create_cannot_boot_another_projects_snapshot_image(os_world, api, glance_image):
     world = os_world.world
     image = glance_image()
-    beta_snapshot = snapshot_row(os_world, world.beta, world.charlie, image.id)
+    beta_snapshot = snapshot_row(
+        connection=os_world.connection, project=world.beta, owner=world.charlie, image_id=image.id
+    )
     for name in (image.id, image.name):
         response = create(api, name)
         assert response.status_code == 403, response.json()
@@ -83,7 +74,7 @@ def test_a_create_cannot_boot_a_marked_image_no_snapshot_of_the_project_owns(os_
         }
     ]
     # alpha's own live snapshot boots; once deleted it no longer does
-    own = snapshot_row(os_world, world.alpha, world.bob, "")
+    own = snapshot_row(connection=os_world.connection, project=world.alpha, owner=world.bob, image_id="")
     mine = glance_image(cloudpivot_snapshot=str(own.pk))
     Snapshot.objects.filter(pk=own.pk).update(image_id=mine.id)
     assert create(api, mine.id).status_code == 202
@@ -94,7 +85,7 @@ def test_a_create_cannot_boot_a_marked_image_no_snapshot_of_the_project_owns(os_
 
 def test_restore_as_new_instance_needs_the_connection_grant(os_world, api):
     world = os_world.world
-    snapshot = snapshot_row(os_world, world.alpha, world.bob, "img-1")
+    snapshot = snapshot_row(connection=os_world.connection, project=world.alpha, owner=world.bob, image_id="img-1")
     os_world.connection.projects.remove(world.alpha)
     response = api("bob").post(
         f"/api/v1/snapshots/{snapshot.pk}/restore", {"name": "copy", "flavor": "cp.tiny"}, format="json"

@@ -12,15 +12,14 @@ from cloudpivot.accounts.models import Quota
 from resources.models import Instance, Operation, Snapshot
 from resources.services import requests as request_service
 from resources.services.snapshots import snapshots_prune_expired, snapshots_prune_over_quota
+from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
 
 
 def snapshot(os_world, name, **extra):
     world = os_world.world
-    return Snapshot.objects.create(
-        name=name, project=world.alpha, owner=world.bob, connection=os_world.connection, status="available", **extra
-    )
+    return snapshot_row(connection=os_world.connection, project=world.alpha, owner=world.bob, name=name, **extra)
 
 
 def restore_as_new(api, snap):

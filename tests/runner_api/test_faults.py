@@ -18,7 +18,8 @@ from tasks.services import reconcile_pass
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
+from tests.plugins.servers import kill_leftover_runners
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -50,9 +51,7 @@ def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
     monkeypatch.setattr(Conf, "SYNC", True)
     yield box
     box.stop()
-    from tests.conftest import _kill_leftover_runners
-
-    _kill_leftover_runners(tmp_path)
+    kill_leftover_runners(tmp_path)
 
 
 def state_changes(task: Task) -> list[str]:

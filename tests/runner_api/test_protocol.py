@@ -10,10 +10,10 @@ from rest_framework.test import APIClient
 
 from tasks import credentials
 from tasks.models import Attempt, Task
-from tasks.services.execution import attempt_create
+from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from cloudpivot.exceptions import PermissionDenied
 from tasks.services import task_cancel, task_change_owner, task_retry
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def test_readers_and_outsiders_cannot_cancel_and_submitters_only_their_own(world):

@@ -6,7 +6,7 @@ from cloudpivot.accounts.models import Quota
 from tasks.models import Task
 from tasks.services.admission import admit_all, queue_heads
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def test_a_project_held_by_its_own_quota_never_blocks_another_projects_tasks(world):

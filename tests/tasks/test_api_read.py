@@ -7,7 +7,7 @@ from django.db import transaction
 from tasks.models import Task
 from tasks.services.lifecycle import event_append, task_lock
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import admit, finished, hello_spec
 
 
 def submit(user, **extra):
@@ -95,14 +95,23 @@ def test_a_submitter_acts_on_own_tasks_and_a_project_admin_on_all(api, world):
 
 
 def test_retry_needs_a_finished_task_and_readmits_it(api, world):
-    task = submit(world.bob)
-    response = api("bob").post(f"/api/v1/tasks/{task.pk}/retry")
+    waiting = submit(world.bob)
+    response = api("bob").post(f"/api/v1/tasks/{waiting.pk}/retry")
     assert response.status_code == 409 and response.json()["code"] == "task_not_finished"
-    api("bob").post(f"/api/v1/tasks/{task.pk}/cancel")
+    task = finished(world.bob, exit_code=3, log=b"first try\n")  # attempt 1 ran and failed
     response = api("bob").post(f"/api/v1/tasks/{task.pk}/retry")
     assert response.status_code == 202 and response.json()["state"] == "PENDING"
-    types = [e["data"].get("to") for e in api("bob").get(f"/api/v1/tasks/{task.pk}/events").json()["events"]]
-    assert types == [None, "CANCELLED", "PENDING"]
+    second = admit(task)
+    assert second.number == 2
+    attempts = api("bob").get(f"/api/v1/tasks/{task.pk}/attempts").json()["attempts"]
+    assert [(a["number"], a["exit_code"]) for a in attempts] == [(1, 3), (2, None)]
+    assert attempts[0]["external_name"] != attempts[1]["external_name"]
+    # The first attempt's log and the task's history stay: the retry adds, it does not reset.
+    first_log = api("bob").get(f"/api/v1/tasks/{task.pk}/logs?attempt=1").json()
+    assert (first_log["attempt"], first_log["data"]) == (1, "first try\n")
+    states = [e["data"].get("to") for e in api("bob").get(f"/api/v1/tasks/{task.pk}/events").json()["events"]]
+    states = [s for s in states if s]
+    assert states[-3:] == ["FAILED", "PENDING", "SUBMITTING"] and "RUNNING" in states[:-3]
 
 
 def test_the_schema_and_docs_are_served_without_a_cdn(client, world):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tasks.models import Task
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 URL = "/api/v1/tasks"
 
@@ -120,8 +120,16 @@ def test_idempotency_keys_are_scoped_to_the_user_not_the_token(api, world):
 def test_a_reader_cannot_submit(api, world):
     response = post(api("rita"), hello_spec())
     assert response.status_code == 403
-    assert "reader" not in response.json()["message"] or "submit" in response.json()["message"]
+    assert response.json() == {
+        "code": "permission_denied",
+        "message": "none of your projects lets you submit to local",
+        "errors": [],
+    }
+    named = post(api("rita"), hello_spec(project="alpha"))  # naming her project: told her role is the reason
+    assert named.status_code == 403
+    assert named.json()["message"] == "your role in alpha is reader; submitting needs submitter or admin"
     assert Task.objects.count() == 0
+    assert post(api("bob"), hello_spec()).status_code == 201  # a submitter of the same project may
 
 
 def test_a_user_with_several_projects_must_name_one(api, world):

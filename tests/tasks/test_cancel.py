@@ -24,7 +24,7 @@ from tasks.services.attempts import attempt_close, attempt_start, current_attemp
 from tasks.services.lifecycle import task_lock, task_transition
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from cloudpivot.documents import MAX_DEPTH, DocumentError, load_json, load_yaml
 from tasks.models import Task
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 URL = "/api/v1/tasks"
 # 9 levels of 10 aliases each: 10**9 strings once expanded, 600 bytes as written.

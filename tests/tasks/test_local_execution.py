@@ -14,7 +14,7 @@ import pytest
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass, task_cancel
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

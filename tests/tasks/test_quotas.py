@@ -14,7 +14,7 @@ from tasks.services.admission import admit_all
 from tasks.services.attempts import attempt_close, current_attempt
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 
 def submit(world, user=None, **extra) -> Task:

@@ -12,7 +12,7 @@ from tasks.choices import TERMINAL, TRANSITIONS, TaskState
 from tasks.models import Task
 from tasks.services.lifecycle import task_lock, task_transition
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+from tests.builders import hello_spec
 
 S = TaskState
 

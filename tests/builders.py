@@ -1,23 +1,21 @@
-"""Portal fixtures: tasks in given states made through the services (no cloud needed), and page clients.
-
-The world (tests/conftest.py): alice admin of alpha, bob submitter in alpha, rita reader in
-alpha, charlie submitter in beta only.
+"""Builders for the rows tests need: task documents, tasks in given states (made through the services,
+no cloud needed), and instance and snapshot rows (written directly: the cloud side is the test's to play).
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import pytest
 from django.db import transaction
-from django.test import Client
 
+from resources.models import Instance, Snapshot
 from tasks.models import Attempt, Task
-from tasks.services.execution import connection_admit
+from tasks.services.admission import connection_admit
 from tasks.services.logs import log_append
 from tasks.services.runner_reports import runner_events_apply
 from tasks.services.submission import task_submit
-from tests.conftest import hello_spec
+
+
+def hello_spec(**extra):
+    return {"cloud": "local", "command": ["python3", "-c", "print('hello')"], **extra}
 
 
 def submit(user, **spec) -> Task:
@@ -70,21 +68,20 @@ def running(user, **spec) -> tuple[Task, Attempt]:
     return task, attempt
 
 
-@pytest.fixture
-def make():
-    return SimpleNamespace(
-        submit=submit, admit=admit, report=report, write_log=write_log, finished=finished, running=running
-    )
+def instance_row(*, connection, project, owner, **fields) -> Instance:
+    """An Instance row as if created earlier (a small OpenStack server by default; override any field)."""
+    values = {
+        "name": "vm1",
+        "backend": "openstack",
+        "flavor": "cp.tiny",
+        "vcpus": 1,
+        "memory_mb": 64,
+        "image": "cp-runner-fake",
+    }
+    return Instance.objects.create(connection=connection, project=project, owner=owner, **(values | fields))
 
 
-@pytest.fixture
-def pages(world):
-    """pages("bob") → a test Client logged in as bob (None: anonymous)."""
-
-    def client_for(name: str | None) -> Client:
-        client = Client()
-        if name:
-            client.force_login(getattr(world, name))
-        return client
-
-    return client_for
+def snapshot_row(*, connection, project, owner, **fields) -> Snapshot:
+    """A Snapshot row (available, no image unless given: deleting it asks the cloud nothing)."""
+    values = {"name": "snap", "status": "available"}
+    return Snapshot.objects.create(connection=connection, project=project, owner=owner, **(values | fields))

@@ -1,0 +1,81 @@
+"""The alice/bob/rita/charlie world, and API and page clients for its people.
+
+alice: admin of project `alpha`; bob: submitter in `alpha`; rita: reader in `alpha`;
+charlie: submitter in `beta` only. The `local` connection is granted to both projects.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.test import APIClient
+
+from cloudpivot.accounts.models import Membership, Project, Role
+from cloudpivot.accounts.services import api_token_create
+from clusters.models import CloudConnection
+from tests import builders
+
+
+@pytest.fixture
+def world(db, tmp_path):
+    User = get_user_model()
+    alpha = Project.objects.create(slug="alpha", name="Alpha lab")
+    beta = Project.objects.create(slug="beta", name="Beta lab")
+    users = {}
+    for name, project, role in [
+        ("alice", alpha, Role.ADMIN),
+        ("bob", alpha, Role.SUBMITTER),
+        ("rita", alpha, Role.READER),
+        ("charlie", beta, Role.SUBMITTER),
+    ]:
+        user = User.objects.create_user(name, f"{name}@example.org", "pw-" + name)
+        Membership.objects.create(project=project, user=user, role=role)
+        users[name] = user
+    local = CloudConnection.objects.create(
+        cloud_id="local", backend="local", options={"runs_dir": str(tmp_path / "runs")}
+    )
+    local.projects.add(alpha, beta)
+    tokens = {name: api_token_create(user=user, name="test")[1] for name, user in users.items()}
+    return SimpleNamespace(alpha=alpha, beta=beta, local=local, tokens=tokens, runs_dir=tmp_path / "runs", **users)
+
+
+@pytest.fixture
+def api(world):
+    """api("alice") → an APIClient authenticated with alice's bearer token."""
+
+    def client_for(name: str | None) -> APIClient:
+        client = APIClient()
+        if name:
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {world.tokens[name]}")
+        return client
+
+    return client_for
+
+
+@pytest.fixture
+def pages(world):
+    """pages("bob") → a test Client logged in as bob (None: anonymous)."""
+
+    def client_for(name: str | None) -> Client:
+        client = Client()
+        if name:
+            client.force_login(getattr(world, name))
+        return client
+
+    return client_for
+
+
+@pytest.fixture
+def make():
+    """The task builders of tests/builders.py, for tests that take them as a fixture."""
+    return SimpleNamespace(
+        submit=builders.submit,
+        admit=builders.admit,
+        report=builders.report,
+        write_log=builders.write_log,
+        finished=builders.finished,
+        running=builders.running,
+    )

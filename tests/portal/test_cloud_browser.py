@@ -1,0 +1,57 @@
+"""The dashboard's quota bars and a cloud's page (inventory, Check now) in headless Chromium against the real
+Daphne (`live`); the cloud is the kmock Kubernetes API server on loopback, asked by the Daphne process."""
+
+from __future__ import annotations
+
+import pytest
+from django_q.conf import Conf
+from playwright.sync_api import expect
+
+from cloudpivot.accounts.models import Quota
+from clusters.models import CloudConnection
+from tests.builders import running
+from tests.clusters.kube_fixture import NODES
+from tests.plugins.browser import screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def test_staff_see_quota_bars_the_inventory_and_check_a_cloud_now(open_page, world, kube, kube_connection, monkeypatch):
+    monkeypatch.setattr(Conf, "SYNC", False)  # the task's start job stays queued: it holds quota, runs nothing
+    world.alice.is_staff = True
+    world.alice.save()
+    Quota.objects.create(project=world.alpha, max_tasks=4, max_vcpu=8, max_memory_mb=4096)
+    running(world.bob, resources={"cpu": 2, "memory_mb": 1024})
+    kube.put(
+        NODES,
+        None,
+        {
+            "metadata": {"name": "node-1", "labels": {"node-role.kubernetes.io/control-plane": "true"}},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "16Gi"},
+                "allocatable": {"cpu": "3500m", "memory": "15Gi"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kubeletVersion": "v1.31.2+k3s1"},
+            },
+        },
+    )
+    page = open_page("alice")
+    page.goto("/")
+    card = page.locator('[data-quota="alpha:all clouds"]')
+    expect(card).to_contain_text("Task vCPU")
+    expect(card.locator('meter[aria-label="alpha Task vCPU: 2 of 8"]')).to_have_attribute("value", "25")
+    expect(card).to_contain_text("1024 / 4096 MB")
+    screenshot(page, "dashboard-quotas")
+
+    page.goto("/clouds/k3s-lab/")
+    expect(page.locator("[data-health]")).to_contain_text("Unknown")
+    nodes = page.locator('table[data-inventory="nodes"]')
+    expect(nodes).to_contain_text("node-1")  # loaded after the page, from the cloud
+    expect(nodes).to_contain_text("Ready=True")
+    page.get_by_role("button", name="Check now").click()
+    expect(page.locator(".message.success")).to_contain_text("k3s-lab answered: Kubernetes v1.")
+    expect(page.locator(".page-head .health")).to_have_text("OK")
+    expect(page.locator("[data-health-message]")).to_contain_text("everything CloudPivot needs is allowed")
+    expect(nodes).to_contain_text("node-1")
+    screenshot(page, "cloud-detail", full_page=True)
+    assert CloudConnection.objects.get(cloud_id="k3s-lab").health_status == "ok"
