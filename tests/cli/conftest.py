@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -90,7 +92,7 @@ def worker(daphne, server_logs, world):
     call_command("sync_schedules", verbosity=0)
     process = helpers.start_qcluster(env=daphne.env, log=server_logs / "qcluster-cli.log")
     yield process
-    helpers.stop_process_group(process)
+    helpers.stop_process_group(process, sig=signal.SIGKILL)  # its jobs are idempotent; a graceful stop takes 15 s
     _kill_leftover_runners(world.runs_dir)
 
 
@@ -106,6 +108,37 @@ def own_server(transactional_db, tmp_path, server_logs):
     box.start()
     yield box
     box.stop()
+
+
+class Lines:
+    """A child's output pipe read line by line in a thread, so a test can wait for one line with a deadline
+    and later take all the rest (nothing lost between the two, whatever the pipe's buffering)."""
+
+    def __init__(self, stream):
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self.queue.put(line)
+        self.queue.put(None)
+
+    def next(self, *, timeout: float = 60) -> str:
+        try:
+            line = self.queue.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout} s") from None
+        assert line is not None, "the output ended"
+        return line
+
+    def rest(self, *, timeout: float = 120) -> str:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the output did not end within {timeout} s"
+        lines = []
+        while (line := self.queue.get_nowait()) is not None:
+            lines.append(line)
+        return "".join(lines)
 
 
 def spec_file(directory: Path, name: str, document: dict | str) -> Path:
