@@ -13,6 +13,7 @@ import yaml
 from cloudpivot.accounts.models import ApiToken
 from tasks.models import Task
 from tasks.portal import copy_commands
+from tests import helpers
 from tests.cli.conftest import BIN, spec_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -32,6 +33,28 @@ def test_version_help_and_usage_errors(cli):
     assert missing.returncode == 2 and "-f/--file" in missing.stderr
     group = cli("task")
     assert group.returncode == 2 and "submit" in group.stderr
+
+
+def test_every_command_has_help_with_examples_and_docs_list_every_exit_status(cli):
+    import argparse
+
+    from cloudpivot_cli.main import build_parser  # the installed package's parser, read in-process for speed
+
+    def parsers(parser, path=()):
+        yield path, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from parsers(sub, (*path, name))
+
+    found = list(parsers(build_parser()))
+    assert len(found) > 35
+    for path, parser in found:
+        assert "\nexamples:\n  " in parser.format_help(), path
+    assert "examples:" in cli("instance", "snapshot", "--help").stdout  # and as the command prints it
+    statuses = [line.split()[0] for line in cli("--help").stdout.split("exit status:")[1].splitlines() if line.strip()]
+    docs = (helpers.BASE_DIR / "docs" / "cli.md").read_text()
+    assert len(statuses) == 14 and all(f"| {status} |" in docs for status in statuses), statuses
 
 
 def test_without_a_login_the_command_says_what_to_run(cli):
@@ -61,7 +84,7 @@ def test_login_stores_contexts_0600_and_the_environment_overrides_them(cli, daph
         return [t["name"] for t in cli.json(*args, "token", "list", **env)]
 
     made = cli("--context", "alice", "token", "create", "alice-ci")  # a context for one command
-    assert made.returncode == 0 and made.stdout.strip().startswith("cp_") or len(made.stdout.strip()) > 20
+    assert made.returncode == 0 and made.stdout.strip().startswith("cpt_")
     assert "alice-ci" not in token_names()  # bob's
     assert "alice-ci" in token_names("--context", "alice")
     assert cli("context", "use", "alice").returncode == 0

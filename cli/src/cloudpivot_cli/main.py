@@ -40,10 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context", metavar="NAME", help="use this context instead of the current one")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     contexts.register(commands)
-    tasks.register(add_group(commands, "task", "submit, list, follow, cancel and retry tasks"))
-    instances.register(add_group(commands, "instance", "persistent VMs: create, power actions, snapshots, delete"))
-    clouds.register(add_group(commands, "cloud", "the clouds you may use"))
-    tokens.register(add_group(commands, "token", "your API tokens"))
+    tasks.register(add_group(commands, "task", "submit, list, follow, cancel and retry tasks", tasks.EXAMPLES))
+    instances.register(
+        add_group(commands, "instance", "persistent VMs: create, power actions, snapshots, delete", instances.EXAMPLES)
+    )
+    clouds.register(add_group(commands, "cloud", "the clouds you may use", clouds.EXAMPLES))
+    tokens.register(add_group(commands, "token", "your API tokens", tokens.EXAMPLES))
     register_completion(commands, parser)
     return parser
 

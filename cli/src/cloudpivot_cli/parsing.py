@@ -14,9 +14,15 @@ class UsageError(Exception):
     """The command line or an input file is wrong: exit status 2."""
 
 
-def add_group(commands, name: str, help_text: str):
+def add_group(commands, name: str, help_text: str, examples: str = ""):
     """A command such as `task` whose own sub-commands come next; alone it prints its help."""
-    group = commands.add_parser(name, help=help_text, description=help_text)
+    group = commands.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=("examples:\n" + examples) if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     group.set_defaults(group_parser=group)
     return group.add_subparsers(title="commands", metavar="COMMAND")
 

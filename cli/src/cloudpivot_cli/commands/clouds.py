@@ -7,6 +7,12 @@ from cloudpivot_cli.client import ApiError
 from cloudpivot_cli.output import age, field
 from cloudpivot_cli.parsing import add_command, add_output, connect
 
+EXAMPLES = """\
+  cloudpivot cloud list
+  cloudpivot cloud describe local
+  cloudpivot cloud inventory k8s-dev nodes
+"""
+
 COLUMNS = [
     ("CLOUD", field("cloud_id")),
     ("NAME", field("name")),

@@ -74,7 +74,12 @@ def register(commands) -> None:
     p.add_argument("--url", help="the server's base URL (CLOUDPIVOT_URL by default)")
     p.add_argument("--token", help="an API token (default: asked, or read from stdin)")
 
-    group = add_group(commands, "context", "named server + token pairs, like kubectl's contexts")
+    group = add_group(
+        commands,
+        "context",
+        "named server + token pairs, like kubectl's contexts",
+        "  cloudpivot context list\n  cloudpivot context use prod\n",
+    )
     add_command(group, "list", "list contexts; * marks the current one", list_contexts, "  cloudpivot context list\n")
     p = add_command(group, "use", "make a context the current one", use_context, "  cloudpivot context use prod\n")
     p.add_argument("name", metavar="NAME")

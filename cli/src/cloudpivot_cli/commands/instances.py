@@ -10,6 +10,12 @@ from cloudpivot_cli.client import ApiError
 from cloudpivot_cli.output import age, field
 from cloudpivot_cli.parsing import UsageError, add_command, add_output, connect, new_key
 
+EXAMPLES = """\
+  cloudpivot instance create vm1 --cloud os-dev --flavor cp.tiny --image cp-runner-fake --wait
+  cloudpivot instance stop ID --wait
+  cloudpivot instance delete ID --volumes keep
+"""
+
 COLUMNS = [
     ("ID", field("id")),
     ("NAME", field("name")),

@@ -24,6 +24,13 @@ STATES = (
     "CANCELLED",
     "TIMED_OUT",
 )
+EXAMPLES = """\
+  cloudpivot task submit -f spec.yaml --wait --follow
+  cloudpivot task list --state RUNNING -o wide
+  cloudpivot task logs -f ID
+  cloudpivot task describe ID
+"""
+
 COLUMNS = [
     ("ID", field("id")),
     ("NAME", field("name")),

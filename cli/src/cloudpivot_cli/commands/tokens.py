@@ -8,6 +8,12 @@ from cloudpivot_cli import exitcodes, output
 from cloudpivot_cli.output import age, field
 from cloudpivot_cli.parsing import add_command, add_output, connect
 
+EXAMPLES = """\
+  cloudpivot token create ci --expires-in-days 90
+  cloudpivot token list
+  cloudpivot token revoke 12
+"""
+
 COLUMNS = [
     ("ID", field("id")),
     ("NAME", field("name")),
