@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -14,7 +15,7 @@ from cloudpivot.accounts.models import ApiToken
 from tasks.models import Task
 from tasks.portal import copy_commands
 from tests import helpers
-from tests.cli.conftest import BIN, spec_file
+from tests.cli.conftest import BIN, Lines, spec_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -153,6 +154,21 @@ def test_task_list_filters_and_prints_table_json_and_yaml(logged_in, tmp_path, w
     missing = logged_in("task", "get", "00000000-0000-0000-0000-000000000000")
     assert missing.returncode == 86 and "not found" in missing.stderr
     assert logged_in("task", "list", "--state", "NOPE").returncode == 2
+
+
+def test_task_list_watch_prints_each_new_or_changed_task(logged_in, world):
+    watcher = logged_in.start("task", "list", "--watch", "-o", "json", "--interval", "0.3")
+    lines = Lines(watcher.stdout)
+    try:
+        time.sleep(1)
+        done = logged_in("task", "submit", "-f", "-", input=json.dumps(HELLO | {"name": "watched"}))
+        first = json.loads(lines.next(timeout=30))
+        assert first["id"] == done.stdout.split()[1] and first["state"] == "PENDING"
+        assert logged_in("task", "cancel", first["id"]).returncode == 0
+        changed = json.loads(lines.next(timeout=30))
+        assert (changed["id"], changed["state"]) == (first["id"], "CANCELLED")
+    finally:
+        watcher.kill()
 
 
 def test_the_portals_copy_as_cli_text_submits_the_task_again(logged_in, world, daphne):

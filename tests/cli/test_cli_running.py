@@ -76,6 +76,13 @@ def test_a_cancelled_task_ends_wait_with_81_and_events_follow_to_the_end(logged_
     assert out.splitlines()[-1].endswith(task.events.order_by("seq").last().message)
 
 
+def test_a_task_over_its_time_limit_ends_wait_with_82(logged_in, worker):
+    document = json.dumps(program("import time; time.sleep(600)", timeout_seconds=2))
+    done = logged_in("task", "submit", "-f", "-", "--wait", input=document, timeout=180)
+    assert done.returncode == 82, done.stderr
+    assert "TIMED_OUT (exit status 82)" in done.stderr
+
+
 def test_logs_follow_shows_lines_as_they_come_and_resumes_after_a_server_restart(cli, world, worker, own_server):
     """The CLI reads from a Daphne that is killed mid-follow and started again; the Runner reports elsewhere."""
     env = {"CLOUDPIVOT_URL": own_server.url, "CLOUDPIVOT_TOKEN": world.tokens["bob"]}
