@@ -70,6 +70,17 @@ def error_from(response: httpx.Response) -> ApiError:
     )
 
 
+def body_of(response: httpx.Response) -> Any:
+    """The JSON body of a success answer; something else (a proxy's HTML page) is an error, not a traceback."""
+    try:
+        return response.json()
+    except ValueError:
+        raise ApiError(
+            f"{response.request.url} answered {response.status_code} without JSON: is the URL a CloudPivot server?",
+            exit_status=exitcodes.ERROR,
+        ) from None
+
+
 class Client:
     def __init__(self, url: str, token: str, *, retry_seconds: float | None = None, timeout: float = 30):
         self.url = url.rstrip("/")
@@ -97,15 +108,26 @@ class Client:
         if safe is None:
             safe = method in ("GET", "HEAD") or bool(headers and headers.get("Idempotency-Key"))
         deadline = time.monotonic() + self.retry_seconds
-        pause = 0.25
+        pause, told = 0.25, False
         while True:
             try:
                 response = self.http.request(method, path, json=json, params=params, headers=headers)
+            except httpx.UnsupportedProtocol as exc:
+                raise ApiError(f"{self.url} is not an http:// or https:// URL: {exc}") from None
             except httpx.TransportError as exc:
                 sent = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
-                if (sent and not safe) or time.monotonic() + pause > deadline:
-                    raise ApiError(f"cannot reach {self.url}: {exc or type(exc).__name__}") from None
-                print(f"cloudpivot: connection to {self.url} lost ({type(exc).__name__}); retrying", file=sys.stderr)
+                why = str(exc) or type(exc).__name__
+                if sent and not safe:
+                    raise ApiError(
+                        f"the connection to {self.url} was lost after {method} {path} was sent ({why}); "
+                        "it may or may not have been done: check before repeating it"
+                    ) from None
+                if time.monotonic() + pause > deadline:
+                    raise ApiError(f"cannot reach {self.url}: {why}") from None
+                if not told:
+                    wait = f"retrying for up to {self.retry_seconds:g} s"
+                    print(f"cloudpivot: connection to {self.url} lost ({why}); {wait}", file=sys.stderr)
+                    told = True
             else:
                 if response.status_code < 400:
                     return response
@@ -116,11 +138,11 @@ class Client:
 
     def get(self, path: str, **params: Any) -> Any:
         clean = {key: value for key, value in params.items() if value is not None and value != []}
-        return self.request("GET", path, params=clean).json()
+        return body_of(self.request("GET", path, params=clean))
 
     def post(self, path: str, body: Any = None, *, key: str | None = None) -> Any:
         headers = {"Idempotency-Key": key} if key else None
-        return self.request("POST", path, json=body, headers=headers).json()
+        return body_of(self.request("POST", path, json=body, headers=headers))
 
     def delete(self, path: str, *, key: str | None = None) -> httpx.Response:
         headers = {"Idempotency-Key": key} if key else None
@@ -141,4 +163,4 @@ class Client:
             following = body.get("next") if isinstance(body, dict) else None
             if not following:
                 return
-            body = self.request("GET", following).json()
+            body = body_of(self.request("GET", following))

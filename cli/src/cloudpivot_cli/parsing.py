@@ -14,28 +14,26 @@ class UsageError(Exception):
     """The command line or an input file is wrong: exit status 2."""
 
 
-def add_group(commands, name: str, help_text: str, examples: str = ""):
-    """A command such as `task` whose own sub-commands come next; alone it prints its help."""
-    group = commands.add_parser(
+def documented(commands, name: str, help_text: str, examples: str):
+    """A sub-command parser whose --help ends with examples, printed as written."""
+    return commands.add_parser(
         name,
         help=help_text,
         description=help_text,
         epilog=("examples:\n" + examples) if examples else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def add_group(commands, name: str, help_text: str, examples: str = ""):
+    """A command such as `task` whose own sub-commands come next; alone it prints its help."""
+    group = documented(commands, name, help_text, examples)
     group.set_defaults(group_parser=group)
     return group.add_subparsers(title="commands", metavar="COMMAND")
 
 
-def add_command(subcommands, name: str, help_text: str, run, examples: str = "", **extra):
-    parser = subcommands.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=("examples:\n" + examples) if examples else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        **extra,
-    )
+def add_command(subcommands, name: str, help_text: str, run, examples: str = ""):
+    parser = documented(subcommands, name, help_text, examples)
     parser.set_defaults(run=run)
     parser.add_argument(
         "--context", metavar="NAME", default=argparse.SUPPRESS, help="use this context instead of the current one"

@@ -17,8 +17,12 @@ def login(args) -> int:
     url = args.url or os.environ.get("CLOUDPIVOT_URL") or known.get("url")
     if not url:
         raise UsageError("give the server with --url URL (e.g. http://127.0.0.1:8000)")
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--url must start with http:// or https:// (got {url!r})")
     token = args.token or read_token()
-    projects = Client(url, token).get("/api/v1/projects")  # proves the URL and the token before saving them
+    projects = Client(url, token, retry_seconds=5).get(
+        "/api/v1/projects"
+    )  # proves the URL and the token before saving them
     path = config.set_context(name, url=url, token=token)
     roles = ", ".join(f"{p['slug']} ({p.get('role')})" for p in projects) or "no projects yet"
     print(f"logged in to {url.rstrip('/')} as context {name!r}; projects: {roles}")

@@ -8,6 +8,7 @@ import sys
 import time
 
 from cloudpivot_cli import exitcodes, follow, output, specs
+from cloudpivot_cli.client import body_of
 from cloudpivot_cli.output import age, field
 from cloudpivot_cli.parsing import add_command, add_output, connect, new_key
 
@@ -56,7 +57,7 @@ def submit(args) -> int:
     client = connect(args)
     key = args.idempotency_key or new_key()
     response = client.request("POST", "/api/v1/tasks", json=document, headers={"Idempotency-Key": key})
-    task = response.json()
+    task = body_of(response)
     replayed = response.headers.get("Idempotent-Replayed") == "true"
     waiting = args.wait or args.follow
     if args.output in ("json", "yaml"):
