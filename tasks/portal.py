@@ -176,5 +176,6 @@ def copy_commands(*, task: Task, base_url: str) -> dict[str, str]:
         '  -H "Content-Type: application/json" \\\n'
         f"  --data-binary {shlex.quote(json.dumps(task_document(task), ensure_ascii=False))}"
     )
-    cli = f"cat > spec.json <<'EOF'\n{document}\nEOF\ncloudpivot task submit -f spec.json"
+    # JSON lines never read `EOF` alone (strings are quoted), so the here-document cannot end early.
+    cli = f"cloudpivot task submit -f - <<'EOF'\n{document}\nEOF"
     return {"curl": curl, "cli": cli}

@@ -163,7 +163,7 @@ def test_the_task_detail_shows_spec_events_attempts_result_and_log(pages, world,
     assert "s3://bucket/out" in content  # the result
     assert "exited with code 0" in content or "Succeeded" in content
     assert content.count("<li data-seq=") == task.last_event_seq
-    assert "cloudpivot task submit -f spec.json" in content
+    assert "cloudpivot task submit -f - &lt;&lt;&#x27;EOF&#x27;" in content  # tests/cli runs this very text
     assert "/api/v1/tasks" in content and "Authorization: Bearer $CLOUDPIVOT_TOKEN" in content
 
 

@@ -1,0 +1,3 @@
+from cloudpivot_cli.main import main
+
+raise SystemExit(main())
