@@ -15,7 +15,7 @@ from cloudpivot.accounts.models import ApiToken
 from tasks.models import Task
 from tasks.portal import copy_commands
 from tests import helpers
-from tests.cli.conftest import BIN, Lines, spec_file
+from tests.cli.support import BIN, Lines, spec_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ import pytest
 
 from tasks.models import Task
 from tests import helpers
-from tests.cli.conftest import BIN, Lines, spec_file
+from tests.cli.support import BIN, Lines, spec_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
