@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
@@ -23,9 +24,8 @@ PER_PROJECT_LIMIT = 50
 
 def admit_all() -> int:
     """Admit what fits on every connection that has PENDING tasks; a connection's error does not stop the others."""
-    with_pending = (
-        Task.objects.filter(state=TaskState.PENDING).order_by().values_list("connection_id", flat=True).distinct()
-    )
+    pending = Task.objects.filter(connection=OuterRef("pk"), state=TaskState.PENDING)
+    with_pending = CloudConnection.objects.filter(Exists(pending)).order_by().values_list("pk", flat=True)
     return sum(
         isolated(f"admission on connection {pk}", lambda pk=pk: connection_admit(connection_id=pk))
         for pk in list(with_pending)
@@ -41,7 +41,9 @@ def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> 
     tasks_task_admission index).
     """
     pending = Task.objects.filter(connection=connection, state=TaskState.PENDING)
-    project_ids = list(pending.order_by().values_list("project_id", flat=True).distinct())
+    # Projects are few and tasks many: one index probe per project, not a scan of every PENDING task.
+    with_pending = Project.objects.filter(Exists(pending.filter(project=OuterRef("pk"))))
+    project_ids = list(with_pending.order_by().values_list("pk", flat=True))
     heads: list[Task] = []
     for project_id in project_ids:
         heads += pending.filter(project_id=project_id).select_related("project").order_by("created_at", "id")[:limit]
