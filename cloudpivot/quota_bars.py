@@ -1,6 +1,6 @@
 """The dashboard's quota card: each quota of the user's projects, with what is in use against each limit set.
 
-Use is counted the way admission counts it: tasks by cloudpivot.accounts.quotas.usage (admitted, unfinished
+Use is counted the way admission counts it: tasks by tasks.selectors.task_quota_usage (admitted, unfinished
 tasks), instances by resources.quotas.instance_usage (instances holding quota). A limit of vCPU or memory
 holds tasks and instances each on its own, so each gets its own bar.
 """
@@ -12,10 +12,10 @@ from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Quota
 from cloudpivot.accounts.selectors import projects_visible_to
 from resources.quotas import instance_usage
+from tasks.selectors import task_quota_usage
 
 # (label, quota field, "tasks" or "instances", footprint field, unit)
 BARS = [
@@ -63,7 +63,7 @@ def quota_cards(*, user: AbstractBaseUser) -> list[QuotaCard]:
             if limit is None:
                 continue
             if kind not in use:
-                count = quotas.usage if kind == "tasks" else instance_usage
+                count = task_quota_usage if kind == "tasks" else instance_usage
                 use[kind] = count(project_id=quota.project_id, connection_id=quota.connection_id)
             used = getattr(use[kind], amount_field)
             percent = 100 if not limit else min(100, round(100 * Decimal(str(used)) / Decimal(str(limit))))

@@ -13,11 +13,11 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Quota
 from clusters.backends.local import LocalBackend
 from tasks import dispatch
 from tasks.models import Attempt, Task
+from tasks.selectors import task_quota_usage
 from tasks.services import reconcile_pass, task_cancel
 from tasks.services.admission import admit_all
 from tasks.services.attempts import attempt_close, attempt_start, current_attempt
@@ -69,7 +69,7 @@ def cancel_ends_it(world, task: Task, *, within: float = 5) -> Task:
     helpers.drive(task, until={"CANCELLED", "SUCCEEDED", "FAILED", "UNKNOWN", "TIMED_OUT"}, timeout=within)
     assert task.state == "CANCELLED", task.state_reason
     assert time.monotonic() - began < within
-    assert quotas.usage(project_id=world.alpha.pk, connection_id=world.local.pk).tasks == 0
+    assert task_quota_usage(project_id=world.alpha.pk, connection_id=world.local.pk).tasks == 0
     assert all(a.is_closed for a in task.attempts.all())
     following = submit(world)
     assert admit_all() == 1, "the cancelled task still holds the project's only slot"
@@ -146,7 +146,7 @@ def test_a_task_left_cancelling_by_an_earlier_version_is_ended_by_the_pass(world
     task = admitted(world)
     task = move(task, "CANCELLING", stop_requested_at=timezone.now(), stop_reason="cancel")
     helpers.drive(task, until={"CANCELLED"}, timeout=5)
-    assert quotas.usage(project_id=world.alpha.pk, connection_id=world.local.pk).tasks == 0
+    assert task_quota_usage(project_id=world.alpha.pk, connection_id=world.local.pk).tasks == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -186,4 +186,4 @@ def test_a_runner_that_reported_before_its_start_was_recorded_gets_the_stop_wind
     assert task.state == "CANCELLING"  # the Runner is asked first: it stops the program and says how it ended
     assert Attempt.objects.get(task=task).stop_requested_at
     helpers.drive(task, until={"CANCELLED"}, timeout=5)  # it did not: closed after the stop window
-    assert quotas.usage(project_id=world.alpha.pk, connection_id=world.local.pk).tasks == 0
+    assert task_quota_usage(project_id=world.alpha.pk, connection_id=world.local.pk).tasks == 0
