@@ -29,7 +29,8 @@ from tasks import credentials
 from tasks.choices import AttemptState, TaskState
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass
-from tests.clusters.kube_fixture import JOBS, PODS, KubeCluster, _container, nano_text
+from tests.clusters.kube_api import JOBS, PODS, nano_text
+from tests.clusters.kube_cluster import KubeCluster, container_status
 
 SIZES = (10, 100, 1000)
 NS = "tasks"
@@ -100,7 +101,7 @@ def seed(kube: KubeCluster, world, n: int) -> CloudConnection:
         pod = {
             "metadata": {"name": f"{name}-abcde", "labels": labels},
             "spec": {"nodeName": "node-1", "containers": [{"name": "main", "image": "busybox"}]},
-            "status": {"phase": "Running", "containerStatuses": [_container(running=True)]},
+            "status": {"phase": "Running", "containerStatuses": [container_status(running=True)]},
         }
         objects.append((PODS, NS, pod))
     Task.objects.bulk_create(tasks)

@@ -17,7 +17,8 @@ from clusters.backends.kubernetes import (
     parse_credentials_ref,
     timestamp_ns,
 )
-from tests.clusters.kube_fixture import NODES, PVCS, KubeCluster
+from tests.clusters.kube_api import NODES, PVCS
+from tests.clusters.kube_cluster import KubeCluster
 from tests.plugins.kube import TOKEN
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clusters.kube_fixture import NODES
+from tests.clusters.kube_api import NODES
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.clusters.kube_fixture import JOBS, NODES, label_selector_matches
+from tests.clusters.kube_api import JOBS, NODES
+from tests.clusters.kube_fixture import label_selector_matches
 from tests.helpers import wait_for
 from tests.plugins.kube import TOKEN
 

@@ -17,7 +17,7 @@ from tasks.services.attempts import attempt_ref, attempt_start
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.clusters.kube_fixture import JOBS
+from tests.clusters.kube_api import JOBS
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

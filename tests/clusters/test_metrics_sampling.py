@@ -21,7 +21,7 @@ from clusters.models import CloudConnection, MetricSample
 from tasks.models import Task
 from tests import helpers
 from tests.builders import admit, running, submit
-from tests.clusters.kube_fixture import NODES
+from tests.clusters.kube_api import NODES
 
 
 def latest(metric: str, *, kind: str = "connection", key: str = "local", connection=None) -> float:

@@ -20,7 +20,7 @@ from orphans.models import OrphanFinding
 from orphans.scan import orphans_scan
 from tasks.models import Attempt
 from tasks.services.submission import task_submit
-from tests.clusters.kube_fixture import JOBS
+from tests.clusters.kube_api import JOBS
 from tests.plugins.kube import job, ours
 
 pytestmark = pytest.mark.django_db(transaction=True)

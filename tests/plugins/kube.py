@@ -10,7 +10,7 @@ from django.conf import settings
 
 from clusters.backends.kubernetes import LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, label_value
 from clusters.models import CloudConnection
-from tests.clusters.kube_fixture import KubeCluster
+from tests.clusters.kube_cluster import KubeCluster
 
 TOKEN = "test-token-7f3a"  # the bearer token the loopback API server expects from CloudPivot
 

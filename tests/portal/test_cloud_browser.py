@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
 from tests.builders import running
-from tests.clusters.kube_fixture import NODES
+from tests.clusters.kube_api import NODES
 from tests.plugins.browser import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

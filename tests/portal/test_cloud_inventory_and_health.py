@@ -6,7 +6,7 @@ import pytest
 
 from clusters.models import CloudConnection
 from tests import helpers
-from tests.clusters.kube_fixture import NODES
+from tests.clusters.kube_api import NODES
 
 pytestmark = pytest.mark.django_db
 NODE = {

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import AuditEntry
 from orphans.models import OrphanFinding
-from tests.clusters.kube_fixture import JOBS
+from tests.clusters.kube_api import JOBS
 from tests.plugins.kube import job, ours
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -18,7 +18,7 @@ from django.db import connections
 from clusters.models import CloudConnection
 from resources import jobs
 from resources.models import Instance, Operation, Snapshot
-from tests.clusters.kube_fixture import DATA_VOLUMES, VM_RESTORES, VM_SNAPSHOTS, VMS
+from tests.clusters.kube_api import DATA_VOLUMES, VM_RESTORES, VM_SNAPSHOTS, VMS
 from tests.helpers import wait_for
 
 NS = "tasks"

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.clusters.kube_fixture import DATA_VOLUMES, VM_RESTORES
+from tests.clusters.kube_api import DATA_VOLUMES, VM_RESTORES
 from tests.plugins.kube import TOKEN
 
 NS = "tasks"
