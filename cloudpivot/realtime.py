@@ -11,6 +11,7 @@ Messages (channel layer, JSON-native):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -19,6 +20,8 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
+# A ring is worth no more than this much of a request's time (Redis away: the 1 s re-reads cover it).
+RING_TIMEOUT_SECONDS = 1.0
 
 
 def task_group(task_id: Any) -> str:
@@ -38,10 +41,10 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
         for group in groups:
             await layer.group_send(group, message)
 
-    try:
-        async_to_sync(send_all)()  # one hop into the event loop for all groups
-    except Exception:
-        logger.warning("doorbell %s failed", message.get("type"), exc_info=True)
+    try:  # one hop into the event loop for all groups; a layer that does not answer is given up on
+        async_to_sync(asyncio.wait_for)(send_all(), RING_TIMEOUT_SECONDS)
+    except Exception as exc:
+        logger.warning("doorbell %s lost (%s); listeners re-read the database", message.get("type"), exc)
 
 
 def ring(*, task_id: Any, project_id: Any, seq: int) -> None:

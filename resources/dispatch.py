@@ -3,14 +3,13 @@ resources.jobs. Kept apart so a service that enqueues never imports the module t
 
 from __future__ import annotations
 
-from django_q.tasks import async_task
-
+from cloudpivot.queueing import enqueue
 from resources.services.run import operation_job_timeout
 
 
 def enqueue_operation(operation_id: str) -> None:
     """The job's own timeout covers the Operation's budget (services.run.operation_job_timeout)."""
-    async_task(
+    enqueue(
         "resources.jobs.run_operation",
         operation_id,
         q_options={"group": "instance-operation", "timeout": operation_job_timeout()},

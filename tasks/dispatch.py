@@ -7,11 +7,11 @@ ask for a job without importing the job module that imports them: every path is 
 
 from __future__ import annotations
 
-from django_q.tasks import async_task
+from cloudpivot.queueing import enqueue
 
 
 def enqueue_tick() -> None:
-    async_task("tasks.jobs.tick", task_name="ticker", q_options={"group": "ticker"})
+    enqueue("tasks.jobs.tick", task_name="ticker", q_options={"group": "ticker"})
 
 
 def tick_on_worker_spawn(**signal_kwargs) -> None:
@@ -23,16 +23,16 @@ def tick_on_worker_spawn(**signal_kwargs) -> None:
 
 
 def enqueue_admission() -> None:
-    async_task("tasks.jobs.admit", task_name="admit", q_options={"group": "admit"})
+    enqueue("tasks.jobs.admit", task_name="admit", q_options={"group": "admit"})
 
 
 def enqueue_start(attempt_id: int) -> None:
-    async_task("tasks.jobs.start", attempt_id, q_options={"group": "start"})
+    enqueue("tasks.jobs.start", attempt_id, q_options={"group": "start"})
 
 
 def enqueue_cleanup(attempt_id: int) -> None:
-    async_task("tasks.jobs.cleanup", attempt_id, q_options={"group": "cleanup"})
+    enqueue("tasks.jobs.cleanup", attempt_id, q_options={"group": "cleanup"})
 
 
 def enqueue_stop(attempt_id: int) -> None:
-    async_task("tasks.jobs.stop", attempt_id, q_options={"group": "stop"})
+    enqueue("tasks.jobs.stop", attempt_id, q_options={"group": "stop"})

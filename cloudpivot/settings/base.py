@@ -175,6 +175,9 @@ STORAGES = {
 
 # ---------------------------------------------------------------- Redis (optional)
 REDIS_URL = env.str("REDIS_URL", default="")
+# Redis is only a doorbell, a job queue and a cache: when it is away no request may wait long for it.
+# A dead address answers at once; an address that swallows packets is given up after a second.
+REDIS_TIMEOUTS = {"socket_connect_timeout": 1, "socket_timeout": 5}
 
 # ---------------------------------------------------------------- cache
 # Shared by all processes in the scale-out mode, so allauth's login rate limits hold across them.
@@ -183,6 +186,7 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
             "KEY_PREFIX": "cloudpivot",
         }
     }
@@ -211,7 +215,11 @@ Q_CLUSTER = {
     "label": "Background jobs",
 }
 if REDIS_URL:
-    Q_CLUSTER["redis"] = REDIS_URL
+    Q_CLUSTER["redis"] = (
+        REDIS_URL
+        + ("&" if "?" in REDIS_URL else "?")
+        + "&".join(f"{key}={value}" for key, value in REDIS_TIMEOUTS.items())
+    )
 else:
     Q_CLUSTER["orm"] = "default"
 
