@@ -466,8 +466,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--state-dir", required=True, help="the runs directory: one directory per attempt")
     parser.add_argument("--name", required=True, help="the agent's name, as the server derived its credential")
     parser.add_argument("--ca-file", help="CA bundle to verify the server with")
+    parser.add_argument(
+        "--detach", action="store_true", help="run in the background (own session); return once the agent is up"
+    )
     parser.add_argument("--version", action="version", version="cloudpivot-agent " + VERSION)
     return parser
+
+
+def detach():
+    """Fork; the parent exits once the agent holds its lock (or could not take it), the child goes on alone."""
+    ready_r, ready_w = os.pipe()
+    if os.fork() > 0:
+        os.close(ready_w)
+        answer = os.read(ready_r, 16)
+        os._exit(EXIT_OK if answer == b"ok" else EXIT_LOCKED)
+    os.close(ready_r)
+    os.setsid()
+    return ready_w
 
 
 def main(argv=None) -> int:
@@ -481,6 +496,7 @@ def main(argv=None) -> int:
     except (runner.ConfigError, OSError) as exc:
         log("configuration error: %s" % exc)
         return EXIT_CONFIG
+    ready = detach() if args.detach else None
     lock = os.open(os.path.join(args.state_dir, "agent.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -489,6 +505,9 @@ def main(argv=None) -> int:
         return EXIT_LOCKED
     os.ftruncate(lock, 0)
     os.write(lock, b"%d\n" % os.getpid())
+    if ready is not None:
+        os.write(ready, b"ok")
+        os.close(ready)
     try:
         return Agent(args, credential, ssl_context).run()
     except Refused as exc:

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from cloudpivot import realtime
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
 from cloudpivot.exceptions import Conflict
@@ -155,6 +156,7 @@ def attempt_create(*, task: Task, reason: str) -> Attempt:
         task=task, to=TaskState.SUBMITTING, reason=f"{reason}: attempt {number} ({name})", data={"attempt": number}
     )
     transaction.on_commit(lambda: jobs.enqueue_start(attempt.pk))
+    _ring_host_agents(task)
     return attempt
 
 
@@ -286,6 +288,13 @@ def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: 
         if attempt.external_ref and not backend_uses_runner(task.backend):
             attempt_id = attempt.pk
             transaction.on_commit(lambda: jobs.enqueue_stop(attempt_id))
+        _ring_host_agents(task)
+
+
+def _ring_host_agents(task: Task) -> None:
+    """A host agent's long-poll hears at once of a new attempt or a stop request (runner_api/sync_view.py)."""
+    if task.backend == "local":
+        transaction.on_commit(realtime.ring_agents)
 
 
 # ---------------------------------------------------------------------------- user actions

@@ -22,8 +22,12 @@ from tasks.services.lifecycle import event_append, task_transition
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
 
 
+def attempt_superseded_or_closed(attempt: Attempt) -> bool:
+    return attempt.is_closed or attempt.number != attempt.task.attempts_count
+
+
 def _refuse_if_closed(attempt: Attempt) -> None:
-    if attempt.is_closed or attempt.number != attempt.task.attempts_count:
+    if attempt_superseded_or_closed(attempt):
         raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
 
 
@@ -74,11 +78,11 @@ def runner_heartbeat(*, attempt: Attempt, boot_id: str, pid: int | None, usage: 
     _mark_contact(attempt)
     attempt.refresh_from_db(fields=["stop_requested_at", "acked_seq", "program_started_at"])
     if attempt.task.state == TaskState.UNKNOWN:
-        _verified_alive(attempt)
+        runner_verified_alive(attempt)
     return {"stop_requested": attempt.stop_requested_at is not None, "acked_seq": attempt.acked_seq}
 
 
-def _verified_alive(attempt: Attempt) -> None:
+def runner_verified_alive(attempt: Attempt) -> None:
     """A Runner that went silent reports again: UNKNOWN ─verified─▶ what it says."""
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt)
@@ -97,17 +101,22 @@ def runner_events_apply(*, attempt: Attempt, events: list[dict[str, Any]]) -> in
     """Apply the next contiguous events in seq order, atomically; return the highest contiguous acked seq."""
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt)
-        attempt.task = task
-        by_seq = {event["seq"]: event for event in events}
-        fresh = [seq for seq in by_seq if seq > attempt.acked_seq]
-        if fresh:
-            _refuse_if_closed(attempt)
-        _mark_contact(attempt)
-        while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
-            _apply(task, attempt, by_seq[attempt.acked_seq + 1])
-            attempt.acked_seq += 1
+        runner_events_apply_locked(task=task, attempt=attempt, events=events)
         Attempt.objects.filter(pk=attempt.pk).update(acked_seq=attempt.acked_seq, last_heartbeat_at=timezone.now())
         return attempt.acked_seq
+
+
+def runner_events_apply_locked(*, task: Task, attempt: Attempt, events: list[dict[str, Any]]) -> None:
+    """The same on a locked task and attempt; `attempt.acked_seq` is advanced in memory, the caller saves it."""
+    attempt.task = task
+    by_seq = {event["seq"]: event for event in events}
+    fresh = [seq for seq in by_seq if seq > attempt.acked_seq]
+    if fresh:
+        _refuse_if_closed(attempt)
+    _mark_contact(attempt)
+    while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
+        _apply(task, attempt, by_seq[attempt.acked_seq + 1])
+        attempt.acked_seq += 1
 
 
 def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
