@@ -53,7 +53,10 @@ async def sync(request: HttpRequest) -> JsonResponse:
     answer = await sync_to_async(sync_apply)(
         scope=scope, agent=data["agent"], known=data["known"], reports=data["attempts"]
     )
+    # An agent holding attempts is back at least once per heartbeat interval: its call is their heartbeat.
     wait = min(data["wait"], settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS / 4)
+    if data["known"]:
+        wait = min(wait, settings.RUNNER_HEARTBEAT_SECONDS)
     if wait > 0 and not sync_has_news(answer, data["stopping"]):
         answer = await _hold(scope, data, wait) or answer
     answer["poll_after"] = 0
