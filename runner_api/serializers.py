@@ -57,7 +57,7 @@ MAX_LONG_POLL_SECONDS = 60
 
 
 class SyncAgentSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False, default="")
+    name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
     boot_id = serializers.CharField(max_length=64, allow_blank=True, required=False, default="")
     version = serializers.CharField(max_length=32, allow_blank=True, required=False, default="")
     pid = serializers.IntegerField(required=False, allow_null=True, default=None)

@@ -155,8 +155,7 @@ def test_a_program_whose_supervisor_is_killed_is_reported_lost(server, world):
 
 def test_one_agent_runs_many_attempts_and_a_second_agent_refuses_to_start(server, world):
     tasks = [
-        task_submit(user=world.bob, document=hello_spec(command=["python3", "-c", f"print({i})"]))[0]
-        for i in range(5)
+        task_submit(user=world.bob, document=hello_spec(command=["python3", "-c", f"print({i})"]))[0] for i in range(5)
     ]
     for task in tasks:
         helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=30)
