@@ -1,4 +1,7 @@
-"""The Runner contract under faults: real Runner processes, a real Daphne that goes away and comes back.
+"""The v1 Runner contract under faults: real Runner processes, a real Daphne that goes away and comes back.
+
+The Runner is what VMs run; here it runs on this host through a test backend (tests/runner_host.py),
+one process per attempt. The host agent's own fault tests are in test_agent_faults.py.
 
 Each program writes a known byte sequence, so "nothing lost, nothing twice" is checked
 byte for byte; events are checked by the task's history and the attempt's acked seq.
@@ -18,7 +21,7 @@ from tasks.services import reconcile_pass
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.conftest import hello_spec
+from tests.conftest import hello_spec as local_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -53,6 +56,26 @@ def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
     from tests.conftest import _kill_leftover_runners
 
     _kill_leftover_runners(tmp_path)
+
+
+@pytest.fixture
+def world(world, tmp_path, monkeypatch):
+    """The usual world plus a `runner-host` connection whose tasks each run under a Runner process."""
+    from clusters.backends import BACKENDS
+    from clusters.models import CloudConnection
+
+    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    runs_dir = tmp_path / "runner-runs"
+    connection = CloudConnection.objects.create(
+        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(runs_dir)}
+    )
+    connection.projects.add(world.alpha)
+    world.runs_dir = runs_dir
+    return world
+
+
+def hello_spec(**extra):
+    return local_spec(**extra) | {"cloud": "runner-host"}
 
 
 def state_changes(task: Task) -> list[str]:
