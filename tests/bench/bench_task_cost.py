@@ -15,11 +15,13 @@ Figures, not assertions: this machine is shared and noisy.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -95,22 +97,30 @@ def test_task_cost(tmp_path):
         "CLOUDPIVOT_QUEUE_NAME": f"bench-{os.getpid()}",
         "CLOUDPIVOT_LOG_LEVEL": "WARNING",
     }
-    log = (tmp_path / "serve.log").open("w")
+    log_path = tmp_path / "serve.log"
+    log = log_path.open("w")  # a file, not a pipe: nobody would drain a pipe, and a full one blocks the servers
     serve = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--bootstrap"],
         cwd=helpers.BASE_DIR,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
-        token = _token(serve)
+        token = _token(serve, log_path)
         base = f"http://127.0.0.1:{port}/api/v1/tasks"
 
         def call(method, path="", body=None):
-            return helpers.api_call(base, method, path, token, body)
+            """One real request; a generous timeout, since a loaded SQLite server may be slow to answer."""
+            request = urllib.request.Request(
+                base + path,
+                method=method,
+                data=json.dumps(body).encode() if body is not None else None,
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return json.loads(response.read())
 
         def run_one() -> float:
             started = time.monotonic()
@@ -168,13 +178,14 @@ def test_task_cost(tmp_path):
             log.close()
 
 
-def _token(serve: subprocess.Popen) -> str:
+def _token(serve: subprocess.Popen, log: Path) -> str:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        line = serve.stdout.readline()
-        if line.startswith("  api token:"):
-            return line.split()[-1]
-        assert line or serve.poll() is None, "serve exited before printing the token"
+        for line in log.read_text().splitlines():
+            if line.startswith("  api token:"):
+                return line.split()[-1]
+        assert serve.poll() is None, "serve exited before printing the token: " + log.read_text()[-2000:]
+        time.sleep(0.2)
     raise AssertionError("serve printed no token within 120 s")
 
 
