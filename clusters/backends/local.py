@@ -54,6 +54,22 @@ def agent_pid(runs_dir: Path) -> int | None:
         os.close(fd)
 
 
+def local_agent_wake(*, connection_id: int) -> None:
+    """Something changed for an agent: ring the doorbell its long-poll listens to (any web process, with
+    Redis) and poke this host's agent (SIGUSR1), which the in-process channel layer of another process
+    would not reach. Never raises: a missed wake-up costs a second, the long-poll's database look."""
+    from cloudpivot import realtime
+
+    realtime.ring_agents()
+    connection = CloudConnection.objects.filter(pk=connection_id).first()
+    pid = agent_pid(connection_runs_dir(connection)) if connection is not None else None
+    if pid and pid > 0:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def agent_stop(runs_dir: Path) -> bool:
     """SIGTERM the agent: it exits, its programs run on (a new agent re-attaches to them)."""
     pid = agent_pid(runs_dir)

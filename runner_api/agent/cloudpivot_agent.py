@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent.cloudpivot_sync import VERSION, Connection, Failed, Refused
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REFUSED, EXIT_LOCKED = 0, 1, 2, 3, 75
-BATCH_SECONDS = 0.1  # collect every attempt's news this long, then send them in one request
+BATCH_SECONDS = 0.1  # at most one report per this long: news that comes meanwhile goes in one request
 TICK_SECONDS = 0.15  # how often output files are looked at while programs run
 LONG_POLL_SECONDS = 20.0
 HTTP_TIMEOUT = 10.0
@@ -260,7 +260,7 @@ class Agent:
         self.children = {}
         self.reports = Connection(args.server_url, credential, ssl_context)
         self.poll = Connection(args.server_url, credential, ssl_context)
-        self.dirty_since = None
+        self.dirty_since, self.last_report = None, 0.0
         self.poked = True  # sync at once on start
         self.stopping = False
         self.retry_at, self.delay = 0.0, BACKOFF_START
@@ -310,7 +310,7 @@ class Agent:
         if any(a.state == "running" for a in self.attempts.values()):
             timeouts.append(TICK_SECONDS)
         if self.dirty_since is not None:
-            timeouts.append(max(0.0, self.dirty_since + BATCH_SECONDS - now))
+            timeouts.append(max(0.0, self.report_due() - now))
         if self.poked:
             timeouts.append(0.0)
         fds = [self.wake_r] + ([self.poll.http.sock] if self.poll.sent_at is not None and self.poll.http else [])
@@ -344,7 +344,11 @@ class Agent:
             if not any(a.has_news() for a in self.attempts.values()):
                 return False
             self.mark_dirty()
-        return now >= self.dirty_since + BATCH_SECONDS
+        return now >= self.report_due()
+
+    def report_due(self) -> float:
+        """At once when idle, else one batch interval after the last report: latency when quiet, batches when busy."""
+        return max(self.dirty_since, self.last_report + BATCH_SECONDS)
 
     def forget_finished(self) -> None:
         for name, attempt in list(self.attempts.items()):
@@ -359,7 +363,7 @@ class Agent:
     def batch(self, wait: float, with_reports: bool = True) -> dict:
         entries, budget = [], BATCH_BYTES
         if with_reports:
-            self.dirty_since = None
+            self.dirty_since, self.last_report = None, time.monotonic()
             for attempt in self.attempts.values():
                 entry, used = attempt.report(budget)
                 if entry is not None:

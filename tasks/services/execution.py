@@ -10,12 +10,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from cloudpivot import realtime
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
 from cloudpivot.exceptions import Conflict
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
+from clusters.backends.local import local_agent_wake
 from clusters.models import CloudConnection
 from tasks import credentials, jobs
 from tasks.choices import (
@@ -292,9 +292,10 @@ def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: 
 
 
 def _ring_host_agents(task: Task) -> None:
-    """A host agent's long-poll hears at once of a new attempt or a stop request (runner_api/sync_view.py)."""
+    """A host agent hears at once of a new attempt or a stop request (docs/runner.md, "The host agent")."""
     if task.backend == "local":
-        transaction.on_commit(realtime.ring_agents)
+        connection_id = task.connection_id
+        transaction.on_commit(lambda: local_agent_wake(connection_id=connection_id))
 
 
 # ---------------------------------------------------------------------------- user actions
