@@ -70,6 +70,16 @@ def local_agent_wake(*, connection_id: int) -> None:
             pass
 
 
+def agent_credential_file_write(runs_dir: Path) -> Path:
+    """The agent's credential in RUNS_DIR/agent.credential (mode 600), the directory created 700 if need be."""
+    from tasks.credentials import agent_credential
+
+    runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = runs_dir / "agent.credential"
+    _write_private(path, agent_credential(name=agent_name(runs_dir)))
+    return path
+
+
 def agent_stop(runs_dir: Path) -> bool:
     """SIGTERM the agent: it exits, its programs run on (a new agent re-attaches to them)."""
     pid = agent_pid(runs_dir)
@@ -134,12 +144,8 @@ class LocalBackend:
                 pass
             return pid
         try:
-            self.runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            credential_file = agent_credential_file_write(self.runs_dir)
             name = agent_name(self.runs_dir)
-            credential_file = self.runs_dir / "agent.credential"
-            from tasks.credentials import agent_credential
-
-            _write_private(credential_file, agent_credential(name=name))
             with open(self.runs_dir / "agent.log", "ab") as log:
                 launcher = subprocess.Popen(
                     [

@@ -252,8 +252,9 @@ class Attempt:
 
 
 class Agent:
-    def __init__(self, args, credential: str, ssl_context):
+    def __init__(self, args, credential: str, ssl_context, lock_inode: int):
         self.runs_dir = args.state_dir
+        self.lock_inode = lock_inode
         self.name = args.name
         self.boot_id = runner.read_boot_id()
         self.attempts = {}
@@ -271,6 +272,13 @@ class Agent:
         for number in (signal.SIGCHLD, signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(number, self.on_signal)
 
+    def still_mine(self) -> bool:
+        """False once the runs directory was removed or replaced: this agent then serves nothing and ends."""
+        try:
+            return os.stat(os.path.join(self.runs_dir, "agent.lock")).st_ino == self.lock_inode
+        except OSError:
+            return False
+
     def on_signal(self, number, frame) -> None:
         if number == signal.SIGUSR1:
             self.poked = True  # the local backend: "an assignment is waiting"
@@ -285,7 +293,7 @@ class Agent:
     def run(self) -> int:
         self.scan()
         log("agent %s serving %s (pid %d)" % (self.name, self.runs_dir, os.getpid()))
-        while not self.stopping:
+        while not self.stopping and self.still_mine():
             readable = self.wait()
             self.reap()
             if self.poll.sent_at is not None and self.poll.answered(readable):
@@ -513,7 +521,7 @@ def main(argv=None) -> int:
         os.write(ready, b"ok")
         os.close(ready)
     try:
-        return Agent(args, credential, ssl_context).run()
+        return Agent(args, credential, ssl_context, os.fstat(lock).st_ino).run()
     except Refused as exc:
         log(str(exc))
         return EXIT_REFUSED
