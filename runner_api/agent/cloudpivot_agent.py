@@ -39,6 +39,7 @@ BACKOFF_START, BACKOFF_MAX = 0.5, 10.0
 LOG_CHUNK = 256 * 1024  # per stream per request
 BATCH_BYTES = 4 * 1024 * 1024  # log bytes per request, all attempts together
 RESULT_MAX = 64 * 1024
+MAX_ATTEMPTS_PER_BATCH = 500  # the server takes up to 1000
 STREAMS = ("stdout", "stderr")
 END_EVENTS = ("exited", "lost")
 
@@ -67,6 +68,7 @@ class Attempt:
         self.stop_signals = []
         self.stop_deadline = None
         self.closed = False
+        self.gone = False
         self.grace = float(self.assignment.get("stop_grace_seconds") or runner.DEFAULT_GRACE)
 
     def path(self, name: str) -> str:
@@ -82,15 +84,21 @@ class Attempt:
         box["pending"].append({"seq": seq, "type": kind, "time": runner.utc_stamp(), "data": data})
         box["keys"].append(key)
         box["next_seq"] = seq + 1
-        write_json(self.path("events.json"), box)
+        self.save_outbox()
         self.agent.mark_dirty()
+
+    def save_outbox(self) -> None:
+        try:
+            write_json(self.path("events.json"), self.outbox)
+        except FileNotFoundError:  # the server's cleanup removed a closed attempt's directory
+            self.gone = True
 
     def acknowledge(self, answer: dict, offsets: bool = True) -> None:
         acked = int(answer.get("acked_seq") or 0)
         pending = [event for event in self.outbox["pending"] if event["seq"] > acked]
         if len(pending) != len(self.outbox["pending"]):
             self.outbox["pending"] = pending
-            write_json(self.path("events.json"), self.outbox)
+            self.save_outbox()
         given = answer.get("log_offsets") or {}
         for stream in STREAMS:
             if isinstance(given.get(stream), int) and (offsets or self.acked[stream] is None):
@@ -225,9 +233,13 @@ class Attempt:
             size = runner.file_size(self.path(stream))
             count = max(0, min(size - acked, LOG_CHUNK, budget - used))
             if count:
-                with open(self.path(stream), "rb") as handle:
-                    handle.seek(acked)
-                    data = handle.read(count)
+                try:
+                    with open(self.path(stream), "rb") as handle:
+                        handle.seek(acked)
+                        data = handle.read(count)
+                except FileNotFoundError:
+                    self.gone = True
+                    return None, 0
                 logs.append({"stream": stream, "offset": acked, "data": base64.b64encode(data).decode()})
                 used += len(data)
             if acked + count < size:
@@ -245,7 +257,7 @@ class Attempt:
         return any(a is not None and runner.file_size(self.path(s)) > a for s, a in self.acked.items())
 
     def finished(self) -> bool:
-        return self.state == "ended" and (self.closed or not self.outbox["pending"])
+        return self.gone or self.state == "ended" and (self.closed or not self.outbox["pending"])
 
 
 # --------------------------------------------------------------------------- the agent
@@ -373,6 +385,9 @@ class Agent:
         if with_reports:
             self.dirty_since, self.last_report = None, time.monotonic()
             for attempt in self.attempts.values():
+                if len(entries) >= MAX_ATTEMPTS_PER_BATCH:
+                    self.mark_dirty()  # the rest goes in the next request
+                    break
                 entry, used = attempt.report(budget)
                 if entry is not None:
                     entries.append(entry)
@@ -418,10 +433,7 @@ class Agent:
         for name, part in (answer.get("attempts") or {}).items():
             attempt = self.attempts.get(name)
             if attempt is not None and isinstance(part, dict):
-                try:
-                    attempt.acknowledge(part, offsets or None in attempt.acked.values())
-                except FileNotFoundError:  # cleaned up by the server meanwhile
-                    del self.attempts[name]
+                attempt.acknowledge(part, offsets or None in attempt.acked.values())
         for assignment in answer.get("assignments") or []:
             self.claim(assignment)
 

@@ -153,7 +153,7 @@ def _heartbeat(scope: SyncScope, agent: dict[str, Any], held: list[Attempt]) -> 
     key = (scope.agent_name or "runner", int(agent.get("pid") or 0))
     now = time.monotonic()
     last = _last_heartbeat.get(key)
-    if last and last[1] == ids and now - last[0] < settings.RUNNER_HEARTBEAT_SECONDS:
+    if last and ids <= last[1] and now - last[0] < settings.RUNNER_HEARTBEAT_SECONDS:
         return
     _last_heartbeat[key] = (now, ids)
     Attempt.objects.filter(pk__in=ids).update(
