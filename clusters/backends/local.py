@@ -10,7 +10,6 @@ starts one twice.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ from django.conf import settings
 
 from clusters.backends.base import AttemptRef, BackendError, ExternalRef, Health, Observation
 from clusters.models import CloudConnection
+from runner_api.agent.cloudpivot_supervisor import lock_held
 
 AGENT_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_agent.py"
 
@@ -39,19 +39,15 @@ def agent_name(runs_dir: Path) -> str:
 
 
 def agent_pid(runs_dir: Path) -> int | None:
-    """The live agent's pid, or None if nobody holds agent.lock."""
+    """The live agent's pid (-1 if it has not written it yet), or None if nobody holds agent.lock."""
+    path = runs_dir / "agent.lock"
+    if not lock_held(str(path)):
+        return None
     try:
-        fd = os.open(runs_dir / "agent.lock", os.O_RDONLY)
+        text = path.read_text().strip()
     except OSError:
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return None
-    except BlockingIOError:
-        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        return int(text) if text.isdigit() else -1
-    finally:
-        os.close(fd)
+    return int(text) if text.isdigit() else -1
 
 
 def local_agent_wake(*, connection_id: int) -> None:
@@ -205,7 +201,7 @@ class LocalBackend:
     def cleanup(self, attempt: AttemptRef) -> bool:
         """Remove the attempt directory of a closed attempt once its program (and supervisor) is gone."""
         state_dir = self._state_dir(attempt)
-        if _lock_held(state_dir / "supervisor.lock"):
+        if lock_held(str(state_dir / "supervisor.lock")):
             return False
         shutil.rmtree(state_dir, ignore_errors=True)
         return not state_dir.exists()
@@ -258,20 +254,6 @@ def _read_json(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _lock_held(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
 
 
 def _start_time(pid: int) -> int | None:

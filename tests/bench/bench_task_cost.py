@@ -15,13 +15,11 @@ Figures, not assertions: this machine is shared and noisy.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -112,15 +110,7 @@ def test_task_cost(tmp_path):
         base = f"http://127.0.0.1:{port}/api/v1/tasks"
 
         def call(method, path="", body=None):
-            """One real request; a generous timeout, since a loaded SQLite server may be slow to answer."""
-            request = urllib.request.Request(
-                base + path,
-                method=method,
-                data=json.dumps(body).encode() if body is not None else None,
-                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request, timeout=120) as response:
-                return json.loads(response.read())
+            return helpers.api_call(base, method, path, token, body, timeout=120)  # a loaded SQLite server is slow
 
         def run_one() -> float:
             started = time.monotonic()

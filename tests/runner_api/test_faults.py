@@ -12,50 +12,17 @@ from __future__ import annotations
 import os
 import signal
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from tasks.models import Task
 from tasks.services import reconcile_pass
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.conftest import hello_spec as local_spec
+from tests.runner_api.conftest import LINES, expected_lines, state_changes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-LINES = (
-    "import sys, time\nfor i in range({n}):\n    print('line %05d ' % i + 'x' * 90, flush=True)\n"
-    "    time.sleep({pause})\n"
-)
-
-
-def expected_lines(n: int) -> str:
-    return "".join(f"line {i:05d} " + "x" * 90 + "\n" for i in range(n))
-
-
-@pytest.fixture
-def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
-    """A Daphne of this test's own, on a fixed port, that the test may stop and start again."""
-    from django_q.conf import Conf
-
-    port = helpers.free_port()
-    env = helpers.server_environment(port=port, runs_dir=tmp_path / "runs")
-    log = server_logs / f"daphne-{port}.log"
-    box = SimpleNamespace(
-        port=port, url=f"http://127.0.0.1:{port}", process=helpers.start_daphne(port=port, env=env, log=log)
-    )
-    box.stop = lambda: helpers.stop_process_group(box.process, sig=signal.SIGKILL)
-    box.start = lambda: setattr(box, "process", helpers.start_daphne(port=port, env=env, log=log))
-    settings.RUNNER_SERVER_URL = box.url
-    settings.RUNNER_HEARTBEAT_SECONDS = 0.5
-    monkeypatch.setattr(Conf, "SYNC", True)
-    yield box
-    box.stop()
-    from tests.conftest import _kill_leftover_runners
-
-    _kill_leftover_runners(tmp_path)
 
 
 @pytest.fixture
@@ -76,10 +43,6 @@ def world(world, tmp_path, monkeypatch):
 
 def hello_spec(**extra):
     return local_spec(**extra) | {"cloud": "runner-host"}
-
-
-def state_changes(task: Task) -> list[str]:
-    return list(task.events.filter(type="state").values_list("data__to", flat=True))
 
 
 def test_a_20_s_server_outage_loses_nothing_and_duplicates_nothing(server, world):
