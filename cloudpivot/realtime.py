@@ -72,3 +72,11 @@ def ring_on_commit(*, task_id: Any, project_id: Any, seq: int) -> None:
 
 def ring_log(*, task_id: Any, position: int) -> None:
     _send([task_group(task_id)], {"type": "task.log", "task_id": str(task_id), "position": position})
+
+
+# Host agents' long-polls (runner_api/sync_view.py) listen here: "something for an agent may have changed".
+AGENT_DOORBELL = "agent-doorbell"
+
+
+def ring_agents() -> None:
+    _send([AGENT_DOORBELL], {"type": "agent.doorbell"})

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from cloudpivot import views
 from clusters.metrics.endpoint import MetricsView
+from runner_api import sync_view
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -32,4 +33,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("runner/v1/", include("runner_api.urls")),
+    path("runner/v2/sync", sync_view.sync, name="runner-sync"),
 ]

@@ -49,3 +49,38 @@ class LogsInputSerializer(serializers.Serializer):
         if len(raw) > MAX_LOG_CHUNK_BYTES:
             raise serializers.ValidationError(f"at most {MAX_LOG_CHUNK_BYTES} bytes per chunk")
         return raw
+
+
+# ---------------------------------------------------------------------------- protocol v2: POST /runner/v2/sync
+MAX_SYNC_ATTEMPTS = 1000
+MAX_LONG_POLL_SECONDS = 60
+
+
+class SyncAgentSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+    boot_id = serializers.CharField(max_length=64, allow_blank=True, required=False, default="")
+    version = serializers.CharField(max_length=32, allow_blank=True, required=False, default="")
+    pid = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class SyncAttemptSerializer(serializers.Serializer):
+    attempt = serializers.CharField(max_length=63)
+    events = RunnerEventSerializer(many=True, required=False, default=list)
+    logs = LogsInputSerializer(many=True, required=False, default=list)
+    usage = serializers.DictField(required=False, default=dict)
+
+    def validate_events(self, value):
+        return EventsInputSerializer.validate_events(self, value)
+
+
+class SyncInputSerializer(serializers.Serializer):
+    protocol = serializers.ChoiceField(choices=[2])
+    agent = SyncAgentSerializer(required=False, default=dict)
+    known = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, default=list, max_length=10000
+    )
+    stopping = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, default=list, max_length=10000
+    )
+    attempts = SyncAttemptSerializer(many=True, required=False, default=list, max_length=MAX_SYNC_ATTEMPTS)
+    wait = serializers.FloatField(min_value=0, max_value=MAX_LONG_POLL_SECONDS, required=False, default=0)

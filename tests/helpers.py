@@ -180,7 +180,7 @@ def process_group_alive(pgid: int) -> bool:
     return False
 
 
-def api_call(base_url: str, method: str, path: str, token: str, body: dict | None = None) -> Any:
+def api_call(base_url: str, method: str, path: str, token: str, body: dict | None = None, timeout: float = 10) -> Any:
     """One real HTTP request to a CloudPivot server, as a business system makes it."""
     request = urllib.request.Request(
         base_url + path,
@@ -188,7 +188,7 @@ def api_call(base_url: str, method: str, path: str, token: str, body: dict | Non
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read())
 
 

@@ -1,15 +1,16 @@
-"""The `local` backend: runs the Runner as a detached host process that starts the program.
+"""The `local` backend: one host agent per runs directory runs every attempt of the connection.
 
-Each attempt gets a state directory `RUNS_DIR/<external name>/`. The Runner holds an
-exclusive lock on `runner.lock` for its whole life, so "is a Runner alive for this
-attempt?" is answered by trying that lock, and a second Runner can never run the same
-attempt. Starting is therefore idempotent: adopt when the lock is held, else (re)launch;
-a relaunched Runner resumes from its state file and never starts the program twice.
+The agent (runner_api/agent/cloudpivot_agent.py, docs/runner.md "The host agent") holds an exclusive
+lock on `RUNS_DIR/agent.lock` for its life, so "is the agent alive?" is answered by trying that lock,
+and a second agent exits at once. It takes its attempts from POST /runner/v2/sync and keeps each in
+`RUNS_DIR/<external name>/`. Starting is therefore: make sure the agent runs, and poke it (SIGUSR1)
+so it asks for the new attempt at once. A relaunched agent re-attaches to running programs and never
+starts one twice.
 """
 
 from __future__ import annotations
 
-import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -23,8 +24,68 @@ from django.conf import settings
 
 from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
 from clusters.models import CloudConnection
+from runner_api.agent.cloudpivot_supervisor import lock_held
 
-RUNNER_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_runner.py"
+AGENT_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_agent.py"
+
+
+def connection_runs_dir(connection: CloudConnection) -> Path:
+    return Path(os.path.abspath(connection.options.get("runs_dir") or settings.RUNS_DIR))
+
+
+def agent_name(runs_dir: Path) -> str:
+    """The agent's name (and so its credential) follows its runs directory: one agent per directory."""
+    return "local-" + hashlib.sha256(os.path.abspath(runs_dir).encode()).hexdigest()[:16]
+
+
+def agent_pid(runs_dir: Path) -> int | None:
+    """The live agent's pid (-1 if it has not written it yet), or None if nobody holds agent.lock."""
+    path = runs_dir / "agent.lock"
+    if not lock_held(str(path)):
+        return None
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else -1
+
+
+def local_agent_wake(*, connection_id: int) -> None:
+    """Something changed for an agent: ring the doorbell its long-poll listens to (any web process, with
+    Redis) and poke this host's agent (SIGUSR1), which the in-process channel layer of another process
+    would not reach. Never raises: a missed wake-up costs a second, the long-poll's database look."""
+    from cloudpivot import realtime
+
+    realtime.ring_agents()
+    connection = CloudConnection.objects.filter(pk=connection_id).first()
+    pid = agent_pid(connection_runs_dir(connection)) if connection is not None else None
+    if pid and pid > 0:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def agent_credential_file_write(runs_dir: Path) -> Path:
+    """The agent's credential in RUNS_DIR/agent.credential (mode 600), the directory created 700 if need be."""
+    from tasks.credentials import agent_credential
+
+    runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = runs_dir / "agent.credential"
+    _write_private(path, agent_credential(name=agent_name(runs_dir)))
+    return path
+
+
+def agent_stop(runs_dir: Path) -> bool:
+    """SIGTERM the agent: it exits, its programs run on (a new agent re-attaches to them)."""
+    pid = agent_pid(runs_dir)
+    if pid and pid > 0:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            return True
+        except ProcessLookupError:
+            pass
+    return False
 
 
 class LocalBackend(ExecutionBackend):
@@ -33,7 +94,7 @@ class LocalBackend(ExecutionBackend):
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
-        self.runs_dir = Path(connection.options.get("runs_dir") or settings.RUNS_DIR)
+        self.runs_dir = connection_runs_dir(connection)
 
     # ------------------------------------------------------------------ interface
     def validate(self, spec: dict[str, Any]) -> list[dict[str, str]]:
@@ -64,25 +125,37 @@ class LocalBackend(ExecutionBackend):
         return errors
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
+        """The agent takes the attempt itself (v2 sync); here we only make sure it runs and ask it to look now."""
+        self.ensure_agent()
         state_dir = self._state_dir(attempt)
-        if self._runner_alive(state_dir):
-            return ExternalRef(ref=str(state_dir), adopted=True)
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            credential_file = state_dir / "credential"
-            _write_private(credential_file, attempt.runner_credential)
-            log = open(state_dir / "runner.log", "ab")  # noqa: SIM115 - handed to the child
+        return ExternalRef(ref=str(state_dir), adopted=state_dir.exists())
+
+    def ensure_agent(self) -> int | None:
+        """Poke the live agent, or launch one (detached, its own session, a minimal environment)."""
+        pid = agent_pid(self.runs_dir)
+        if pid:
             try:
-                process = subprocess.Popen(
+                os.kill(pid, signal.SIGUSR1)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return pid
+        try:
+            credential_file = agent_credential_file_write(self.runs_dir)
+            name = agent_name(self.runs_dir)
+            with open(self.runs_dir / "agent.log", "ab") as log:
+                launcher = subprocess.Popen(
                     [
                         sys.executable,
-                        str(RUNNER_PROGRAM),
+                        str(AGENT_PROGRAM),
+                        "--detach",
                         "--server-url",
                         settings.RUNNER_SERVER_URL,
                         "--credential-file",
                         str(credential_file),
                         "--state-dir",
-                        str(state_dir),
+                        str(self.runs_dir),
+                        "--name",
+                        name,
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -90,31 +163,45 @@ class LocalBackend(ExecutionBackend):
                     env=_runner_environment(),
                     start_new_session=True,
                     close_fds=True,
-                    cwd=state_dir,
+                    cwd=self.runs_dir,
                 )
-            finally:
-                log.close()
-        except OSError as exc:
-            raise BackendError(f"could not start the Runner on this host: {exc}") from exc
-        (state_dir / "runner.pid").write_text(str(process.pid))
-        return ExternalRef(ref=str(state_dir), adopted=False)
+            launcher.wait(timeout=30)  # --detach: it forks the agent and returns once the agent holds its lock
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BackendError(f"could not start the host agent on this host: {exc}") from exc
+        return agent_pid(self.runs_dir)
 
     def observe(self, attempts: list[AttemptRef]) -> list[Observation]:
-        return [self._observe_one(attempt) for attempt in attempts]
+        """Liveness only: the agent's reports are the truth; a dead agent is relaunched by the reconciler."""
+        alive = agent_pid(self.runs_dir) is not None
+        evidence = {"agent_alive": alive, "runs_dir": str(self.runs_dir)}
+        if alive:
+            return [Observation(a.external_name, exists=True, phase="running", evidence=evidence) for a in attempts]
+        return [
+            Observation(
+                a.external_name,
+                exists=self._state_dir(a).exists(),
+                phase="gone",
+                reason="the host agent is not running",
+                evidence=evidence,
+            )
+            for a in attempts
+        ]
 
     def stop(self, attempt: AttemptRef) -> None:
-        """Kill the program's process group and the Runner: the last resort when the Runner did not stop it."""
-        state_dir = self._state_dir(attempt)
-        for pid in (_read_state(state_dir).get("shim_pid"), _read_int(state_dir / "runner.pid")):
-            if pid:
-                try:
-                    os.killpg(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        """The last resort when the agent did not stop the program: kill its process group (the supervisor
+        then records the exit, so the agent still reports it)."""
+        program = _read_json(self._state_dir(attempt) / "program.json")
+        pid = program.get("pid")
+        if pid and _start_time(int(pid)) == program.get("start_time"):
+            try:
+                os.killpg(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def cleanup(self, attempt: AttemptRef) -> bool:
+        """Remove the attempt directory of a closed attempt once its program (and supervisor) is gone."""
         state_dir = self._state_dir(attempt)
-        if self._runner_alive(state_dir):
+        if lock_held(str(state_dir / "supervisor.lock")):
             return False
         shutil.rmtree(state_dir, ignore_errors=True)
         return not state_dir.exists()
@@ -147,41 +234,6 @@ class LocalBackend(ExecutionBackend):
     def _state_dir(self, attempt: AttemptRef) -> Path:
         return self.runs_dir / attempt.external_name
 
-    def _runner_alive(self, state_dir: Path) -> bool:
-        """A live Runner holds runner.lock; if we can take it, nobody runs this attempt."""
-        lock_path = state_dir / "runner.lock"
-        if not lock_path.exists():
-            return False
-        with open(lock_path, "a+b") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            return False
-
-    def _observe_one(self, attempt: AttemptRef) -> Observation:
-        state_dir = self._state_dir(attempt)
-        if not state_dir.exists():
-            return Observation(attempt.external_name, exists=False, phase="gone", reason="no state directory")
-        alive = self._runner_alive(state_dir)
-        exit_info = _read_json(state_dir / "exit.json")
-        evidence = {"runner_alive": alive, "state_dir": str(state_dir)}
-        if alive:
-            return Observation(attempt.external_name, exists=True, phase="running", evidence=evidence)
-        if exit_info:
-            code = exit_info.get("exit_code")
-            return Observation(
-                attempt.external_name,
-                exists=True,
-                phase="succeeded" if code == 0 else "failed",
-                exit_code=code,
-                evidence=evidence | {"exit": exit_info},
-            )
-        return Observation(
-            attempt.external_name, exists=True, phase="gone", reason="the Runner is not running", evidence=evidence
-        )
-
 
 def _runner_environment() -> dict[str, str]:
     """A minimal environment: the Runner (and the program) must not inherit this server's secrets."""
@@ -204,12 +256,9 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _read_state(state_dir: Path) -> dict[str, Any]:
-    return _read_json(state_dir / "state.json")
-
-
-def _read_int(path: Path) -> int | None:
+def _start_time(pid: int) -> int | None:
     try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return None
+    return int(text[text.rindex(")") + 2 :].split()[19])

@@ -14,6 +14,7 @@ from django.utils import timezone
 from cloudpivot.exceptions import ApplicationError
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
+from clusters.backends.local import local_agent_wake
 from clusters.models import CloudConnection
 from runner_api.bootstrap import bootstrap_secret_issue
 from tasks import credentials, dispatch
@@ -100,6 +101,7 @@ def attempt_create(*, task: Task, reason: str) -> Attempt:
         task=task, to=TaskState.SUBMITTING, reason=f"{reason}: attempt {number} ({name})", data={"attempt": number}
     )
     transaction.on_commit(lambda: dispatch.enqueue_start(attempt.pk))
+    _ring_host_agents(task)
     return attempt
 
 
@@ -196,6 +198,14 @@ def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: 
         if attempt.external_ref and not backend_uses_runner(task.backend):
             attempt_id = attempt.pk
             transaction.on_commit(lambda: dispatch.enqueue_stop(attempt_id))
+        _ring_host_agents(task)
+
+
+def _ring_host_agents(task: Task) -> None:
+    """A host agent hears at once of a new attempt or a stop request (docs/runner.md, "The host agent")."""
+    if task.backend == "local":
+        connection_id = task.connection_id
+        transaction.on_commit(lambda: local_agent_wake(connection_id=connection_id))
 
 
 def attempt_stop_unstarted(*, task: Task, attempt: Attempt | None, now: dt.datetime | None = None) -> bool:

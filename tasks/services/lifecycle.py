@@ -32,9 +32,14 @@ def lock_task_and_attempt(attempt: Attempt) -> tuple[Task, Attempt]:
     return task, Attempt.objects.select_for_update().get(pk=attempt.pk)
 
 
+def attempt_superseded_or_closed(attempt: Attempt, task: Task | None = None) -> bool:
+    """The one "may this attempt still report?" question: not once it is closed or a later attempt exists."""
+    return attempt.is_closed or attempt.number != (task or attempt.task).attempts_count
+
+
 def attempt_refuse_if_closed(attempt: Attempt, task: Task) -> None:
-    """The one "may this attempt still report?" check: a closed or superseded attempt gets 409 attempt_closed."""
-    if attempt.is_closed or attempt.number != task.attempts_count:
+    """A closed or superseded attempt gets 409 attempt_closed."""
+    if attempt_superseded_or_closed(attempt, task):
         raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
 
 

@@ -37,9 +37,24 @@ def log_append(*, attempt: Attempt, stream: str, offset: int, data: bytes) -> in
                 errors=[{"field": "offset", "message": f"expected {length}"}],
                 extra={"expected_offset": length},
             )
-        if _store(task, attempt, stream, data[length - offset :]):
-            _save_counters(attempt, last_heartbeat_at=timezone.now())  # a Runner that sends logs is alive
+        if log_append_locked(task=task, attempt=attempt, stream=stream, offset=offset, data=data):
+            log_counters_save(attempt, last_heartbeat_at=timezone.now())  # a Runner that sends logs is alive
         return getattr(attempt, _LENGTH[stream])
+
+
+def log_append_locked(
+    *, task: Task, attempt: Attempt, stream: str, offset: int, data: bytes, chunks: list[LogChunk] | None = None
+) -> bool:
+    """The bytes of `data` past the stream's length, appended to the locked attempt (counters in memory).
+
+    With `chunks`, the new LogChunk rows are collected there for one bulk insert by the caller (a batch of
+    reports); a piece that starts past the end is skipped: the batch's answer says where to resend from.
+    False if nothing was added.
+    """
+    length = getattr(attempt, _LENGTH[stream])
+    if offset > length:
+        return False
+    return _store(task, attempt, stream, data[length - offset :], chunks)
 
 
 def log_append_copied(*, attempt: Attempt, pieces: list[Any], cursor: dict[str, Any]) -> None:
@@ -48,7 +63,7 @@ def log_append_copied(*, attempt: Attempt, pieces: list[Any], cursor: dict[str, 
         task, attempt = lock_task_and_attempt(attempt)
         for piece in pieces:
             _store(task, attempt, piece.stream, piece.data)
-        _save_counters(attempt, log_cursor=cursor)
+        log_counters_save(attempt, log_cursor=cursor)
 
 
 def log_copy_from_cloud(backend: Any, attempt: Attempt, ref: AttemptRef) -> None:
@@ -66,16 +81,20 @@ def log_copy_from_cloud(backend: Any, attempt: Attempt, ref: AttemptRef) -> None
 _LENGTH = {LogStream.STDOUT: "log_stdout_bytes", LogStream.STDERR: "log_stderr_bytes"}
 
 
-def _store(task: Task, attempt: Attempt, stream: str, data: bytes) -> bool:
+def _store(task: Task, attempt: Attempt, stream: str, data: bytes, chunks: list[LogChunk] | None = None) -> bool:
     """Add bytes at the end of one stream of the locked attempt (counters in memory); False if there were none."""
     if not data:
         return False
     length = getattr(attempt, _LENGTH[stream])
     keep = max(0, min(len(data), settings.LOG_MAX_BYTES_PER_TASK - attempt.log_bytes))
     if keep:
-        LogChunk.objects.create(
+        chunk = LogChunk(
             task_id=task.pk, attempt=attempt, stream=stream, offset=length, position=attempt.log_bytes, data=data[:keep]
         )
+        if chunks is None:
+            chunk.save()
+        else:
+            chunks.append(chunk)
         task_id, position = task.pk, attempt.log_bytes + keep
         transaction.on_commit(lambda: realtime.ring_log(task_id=task_id, position=position))
     if keep < len(data) and not attempt.log_dropped_bytes:
@@ -91,7 +110,7 @@ def _store(task: Task, attempt: Attempt, stream: str, data: bytes) -> bool:
     return True
 
 
-def _save_counters(attempt: Attempt, **extra: Any) -> None:
+def log_counters_save(attempt: Attempt, **extra: Any) -> None:
     Attempt.objects.filter(pk=attempt.pk).update(
         log_stdout_bytes=attempt.log_stdout_bytes,
         log_stderr_bytes=attempt.log_stderr_bytes,

@@ -16,7 +16,12 @@ from django.utils.dateparse import parse_datetime
 from tasks.choices import AttemptState, StopReason, TaskState
 from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_close, stopped_state
-from tasks.services.lifecycle import attempt_refuse_if_closed, event_append, lock_task_and_attempt, task_transition
+from tasks.services.lifecycle import (
+    attempt_refuse_if_closed,
+    event_append,
+    lock_task_and_attempt,
+    task_transition,
+)
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
 
@@ -72,11 +77,11 @@ def runner_heartbeat(*, attempt: Attempt, boot_id: str, pid: int | None, usage: 
     _mark_contact(attempt)
     attempt.refresh_from_db(fields=["stop_requested_at", "acked_seq", "program_started_at"])
     if attempt.task.state == TaskState.UNKNOWN:
-        _verified_alive(attempt)
+        runner_verified_alive(attempt)
     return {"stop_requested": attempt.stop_requested_at is not None, "acked_seq": attempt.acked_seq}
 
 
-def _verified_alive(attempt: Attempt) -> None:
+def runner_verified_alive(attempt: Attempt) -> None:
     """A Runner that went silent reports again: UNKNOWN ─verified─▶ what it says."""
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt)
@@ -95,17 +100,22 @@ def runner_events_apply(*, attempt: Attempt, events: list[dict[str, Any]]) -> in
     """Apply the next contiguous events in seq order, atomically; return the highest contiguous acked seq."""
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt)
-        attempt.task = task
-        by_seq = {event["seq"]: event for event in events}
-        fresh = [seq for seq in by_seq if seq > attempt.acked_seq]
-        if fresh:
-            _refuse_if_closed(attempt)
-        _mark_contact(attempt)
-        while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
-            _apply(task, attempt, by_seq[attempt.acked_seq + 1])
-            attempt.acked_seq += 1
+        runner_events_apply_locked(task=task, attempt=attempt, events=events)
         Attempt.objects.filter(pk=attempt.pk).update(acked_seq=attempt.acked_seq, last_heartbeat_at=timezone.now())
         return attempt.acked_seq
+
+
+def runner_events_apply_locked(*, task: Task, attempt: Attempt, events: list[dict[str, Any]]) -> None:
+    """The same on a locked task and attempt; `attempt.acked_seq` is advanced in memory, the caller saves it."""
+    attempt.task = task
+    by_seq = {event["seq"]: event for event in events}
+    fresh = [seq for seq in by_seq if seq > attempt.acked_seq]
+    if fresh:
+        _refuse_if_closed(attempt)
+    _mark_contact(attempt)
+    while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
+        _apply(task, attempt, by_seq[attempt.acked_seq + 1])
+        attempt.acked_seq += 1
 
 
 def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:

@@ -80,9 +80,12 @@ def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
         )
         assert call("GET", f"/{task['id']}")["state"] == "SUCCEEDED"
         assert call("GET", f"/{task['id']}/logs")["data"] == "hello\nbye\n"
+        agent = int((tmp_path / "var" / "runs" / "agent.lock").read_text())
+        assert helpers.pid_alive(agent)  # serve started the host agent
     finally:
         stop(process)
     assert process.returncode == 0, process.stdout.read()
+    helpers.wait_for(lambda: not helpers.pid_alive(agent), timeout=10, what="Ctrl-C to stop the host agent too")
 
 
 def test_several_web_processes_are_refused_without_the_shared_channel_layer(tmp_path):

@@ -77,7 +77,19 @@ def worker(live):
 
 
 def kill_leftover_runners(root: Path) -> None:
-    """A failed test must not leave Runners or programs behind to disturb the next one."""
+    """A failed test must not leave Runners, host agents or programs behind to disturb the next one."""
+    for lock in root.rglob("agent.lock"):
+        text = lock.read_text().strip()
+        if text.isdigit():
+            try:
+                os.kill(int(text), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for program in root.rglob("program.json"):
+        try:
+            os.killpg(int(json.loads(program.read_text())["pid"]), signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
     for pid_file in list(root.rglob("runner.pid")) + list(root.rglob("state.json")):
         try:
             text = pid_file.read_text()

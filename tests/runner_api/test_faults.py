@@ -1,4 +1,7 @@
-"""The Runner contract under faults: real Runner processes, a real Daphne that goes away and comes back.
+"""The v1 Runner contract under faults: real Runner processes, a real Daphne that goes away and comes back.
+
+The Runner is what VMs run; here it runs on this host through a test backend (tests/runner_host.py),
+one process per attempt. The host agent's own fault tests are in test_agent_faults.py.
 
 Each program writes a known byte sequence, so "nothing lost, nothing twice" is checked
 byte for byte; events are checked by the task's history and the attempt's acked seq.
@@ -9,53 +12,37 @@ from __future__ import annotations
 import os
 import signal
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from tasks.models import Task
 from tasks.services import reconcile_pass
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.builders import hello_spec
-from tests.plugins.servers import kill_leftover_runners
+from tests.builders import hello_spec as local_spec
+from tests.runner_api.support import LINES, expected_lines, state_changes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-LINES = (
-    "import sys, time\nfor i in range({n}):\n    print('line %05d ' % i + 'x' * 90, flush=True)\n"
-    "    time.sleep({pause})\n"
-)
-
-
-def expected_lines(n: int) -> str:
-    return "".join(f"line {i:05d} " + "x" * 90 + "\n" for i in range(n))
-
 
 @pytest.fixture
-def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
-    """A Daphne of this test's own, on a fixed port, that the test may stop and start again."""
-    from django_q.conf import Conf
+def world(world, tmp_path, monkeypatch):
+    """The usual world plus a `runner-host` connection whose tasks each run under a Runner process."""
+    from clusters.backends import BACKENDS
+    from clusters.models import CloudConnection
 
-    port = helpers.free_port()
-    env = helpers.server_environment(port=port, runs_dir=tmp_path / "runs")
-    log = server_logs / f"daphne-{port}.log"
-    box = SimpleNamespace(
-        port=port, url=f"http://127.0.0.1:{port}", process=helpers.start_daphne(port=port, env=env, log=log)
+    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    runs_dir = tmp_path / "runner-runs"
+    connection = CloudConnection.objects.create(
+        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(runs_dir)}
     )
-    box.stop = lambda: helpers.stop_process_group(box.process, sig=signal.SIGKILL)
-    box.start = lambda: setattr(box, "process", helpers.start_daphne(port=port, env=env, log=log))
-    settings.RUNNER_SERVER_URL = box.url
-    settings.RUNNER_HEARTBEAT_SECONDS = 0.5
-    monkeypatch.setattr(Conf, "SYNC", True)
-    yield box
-    box.stop()
-    kill_leftover_runners(tmp_path)
+    connection.projects.add(world.alpha)
+    world.runs_dir = runs_dir
+    return world
 
 
-def state_changes(task: Task) -> list[str]:
-    return list(task.events.filter(type="state").values_list("data__to", flat=True))
+def hello_spec(**extra):
+    return local_spec(**extra) | {"cloud": "runner-host"}
 
 
 def test_a_20_s_server_outage_loses_nothing_and_duplicates_nothing(server, world):

@@ -1,4 +1,4 @@
-"""Tasks on the `local` cloud, end to end: real Runner processes reporting to a real Daphne.
+"""Tasks on the `local` cloud, end to end: a real host agent reporting to a real Daphne.
 
 The test plays the worker: it runs reconcile passes (admission, retries, timeouts,
 observation, cleanup) the way the ticker job does, and enqueued jobs run inline.
@@ -59,13 +59,13 @@ def test_a_failing_command_is_retried_with_backoff_then_fails(live, world):
 def test_cancel_stops_a_running_program_and_its_process_group(live, world):
     task, _ = _submit(world, command=["sleep", "600"])
     task = helpers.drive(task, until={"RUNNING"})
-    shim_pid = _shim_pid(world, task)
+    program_pid = _program_pid(world, task)
     started = time.monotonic()
     task_cancel(task_id=task.pk, user=world.bob)
     task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=30)
     assert task.state == "CANCELLED"
     assert time.monotonic() - started < 20  # stopped at once, not after the 600 s program (loose: shared CI machines)
-    helpers.wait_for(lambda: not helpers.process_group_alive(shim_pid), timeout=15, what="the process group to end")
+    helpers.wait_for(lambda: not helpers.process_group_alive(program_pid), timeout=15, what="the process group to end")
 
 
 def test_a_timeout_stops_the_program_and_ends_timed_out(live, world):
@@ -109,7 +109,7 @@ def _log(task: Task) -> str:
     return log_read(task=task)["data"]
 
 
-def _shim_pid(world, task: Task) -> int:
-    state = world.runs_dir / task.attempts.get().external_name / "state.json"
-    data = helpers.wait_for(lambda: state.exists() and json.loads(state.read_text()), what="runner state")
-    return next(int(v) for k, v in data.items() if k.endswith("pid") and v)
+def _program_pid(world, task: Task) -> int:
+    """The program's pid, which is also its process group (the host agent's supervisor writes program.json)."""
+    state = world.runs_dir / task.attempts.get().external_name / "program.json"
+    return helpers.wait_for(lambda: state.exists() and json.loads(state.read_text())["pid"], what="program.json")

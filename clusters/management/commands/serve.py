@@ -4,6 +4,11 @@ With --bootstrap it first migrates, collects static files, creates the demo data
 schedules, and prints the URL, the login and a fresh API token once the server answers.
 Ctrl-C (or SIGTERM) stops all processes.
 
+It also starts the host agent of each `local` connection once the web server answers (so the first
+task does not wait for it, and programs that ran on while CloudPivot was down are re-attached and
+reported at once), and stops the agent on Ctrl-C. Programs the agent started keep running: each has
+its own supervisor in its own session, and the next agent re-attaches to them (docs/runner.md).
+
 --web-processes N runs N Daphne processes that accept on one listening socket this command
 opens (Daphne's --fd): one Daphne is one Python process, so this is how the web side uses
 more than one core. Several need the shared (Redis) channel layer: with the in-process
@@ -23,6 +28,8 @@ import urllib.request
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+
+from clusters.backends.local import agent_stop
 
 
 class Command(BaseCommand):
@@ -64,8 +71,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
         url = f"http://{host}:{port}/"
+        agents: list = []
         try:
             self._wait_until_up(url, processes, stop)
+            agents = _start_host_agents(host, port)
             self.stdout.write("\nCloudPivot is running: " + url)
             if web_processes > 1:
                 self.stdout.write(f"  {web_processes} web processes share the port")
@@ -75,6 +84,8 @@ class Command(BaseCommand):
             while not stop["now"] and all(p.poll() is None for p in processes):
                 time.sleep(0.5)
         finally:
+            for runs_dir in agents:
+                agent_stop(runs_dir)  # its programs run on; the next agent re-attaches to them
             for process in processes:
                 if process.poll() is None:
                     process.send_signal(signal.SIGTERM)
@@ -110,6 +121,26 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         if not stop["now"]:
             raise CommandError(f"the web server did not answer at {url} within 60 s")
+
+
+def _start_host_agents(host: str, port: int) -> list:
+    """The host agent of every `local` connection, reporting to this server."""
+    from clusters.backends.base import BackendError
+    from clusters.backends.local import LocalBackend
+    from clusters.models import CloudConnection
+
+    if not os.environ.get("CLOUDPIVOT_RUNNER_SERVER_URL"):
+        settings.RUNNER_SERVER_URL = f"http://{'[::1]' if ':' in host else '127.0.0.1'}:{port}"
+    started = []
+    for connection in CloudConnection.objects.filter(backend="local"):
+        backend = LocalBackend(connection)
+        try:
+            backend.ensure_agent()
+        except BackendError as exc:  # not fatal: the first task's start tries again and says why
+            sys.stderr.write(f"warning: {exc.message}\n")
+            continue
+        started.append(backend.runs_dir)
+    return started
 
 
 def _check_web_processes(count: int) -> None:

@@ -1,0 +1,29 @@
+"""`manage.py host_agent`: what a service manager needs to run a `local` connection's host agent itself."""
+
+from __future__ import annotations
+
+import sys
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from clusters.backends.local import AGENT_PROGRAM, LocalBackend, agent_credential_file_write, agent_name
+from clusters.models import CloudConnection
+
+
+class Command(BaseCommand):
+    help = "Write the host agent's credential file and print the command line that runs the agent."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--cloud", default="local", help="the `local` connection's cloud id (default: local)")
+
+    def handle(self, *args, cloud: str, **options):
+        connection = CloudConnection.objects.filter(cloud_id=cloud, backend="local").first()
+        if connection is None:
+            raise CommandError(f"no local connection with cloud id {cloud!r}")
+        runs_dir = LocalBackend(connection).runs_dir
+        credential_file = agent_credential_file_write(runs_dir)
+        self.stdout.write(
+            f"{sys.executable} {AGENT_PROGRAM} --server-url {settings.RUNNER_SERVER_URL} --state-dir {runs_dir} "
+            f"--credential-file {credential_file} --name {agent_name(runs_dir)}\n"
+        )

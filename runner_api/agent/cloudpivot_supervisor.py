@@ -1,0 +1,148 @@
+"""The host agent's supervisor: a forked copy of the agent that starts one program and outlives the agent.
+
+Also the small file helpers the agent and the supervisor share. Standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+
+try:
+    import cloudpivot_runner as runner
+except ImportError:  # pragma: no cover - imported as a package module
+    from runner_api.agent import cloudpivot_runner as runner
+
+
+def write_json(path: str, value) -> None:
+    """Atomic (tmp + rename), not fsynced: it must survive this process dying, not the machine."""
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        handle.write(json.dumps(value))
+    os.replace(tmp, path)
+
+
+def read_json(path: str):
+    try:
+        return runner.read_json(path)
+    except ValueError:
+        return None
+
+
+def lock_held(path: str) -> bool:
+    """Whether some process holds an exclusive flock on `path` (the supervisor's and the agent's liveness)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def status_of(wait_status: int) -> dict:
+    if os.WIFSIGNALED(wait_status):
+        return {"exit_code": None, "signal": os.WTERMSIG(wait_status)}
+    return {"exit_code": os.WEXITSTATUS(wait_status), "signal": None}
+
+
+# --------------------------------------------------------------------------- the supervisor (a forked copy)
+
+
+def supervise(directory: str, spec: dict, keep: tuple) -> None:
+    """Runs in the forked child and never returns: start the program, wait for it, write exit.json.
+
+    Its own session, so Ctrl-C to the agent's group or the agent's death leaves it alone; only
+    os.* calls, then os._exit.
+    """
+    code = 1
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+            signal.signal(number, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for name in os.listdir("/proc/self/fd"):  # nothing of the agent's (lock, sockets, pipes) stays open
+            if int(name) > 2 and int(name) not in keep:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        ready = keep[1]
+        error_r, error_w = os.pipe()  # close-on-exec: EOF means the exec succeeded
+        pid = os.fork()
+        if pid == 0:
+            os.close(error_r)
+            exec_program(directory, spec, error_w)
+        try:
+            os.setpgid(pid, pid)  # as the child does: no window where killpg misses it
+        except OSError:
+            pass
+        os.close(error_w)
+        failure = b""
+        while True:
+            piece = os.read(error_r, 4096)
+            if not piece:
+                break
+            failure += piece
+        os.close(error_r)
+        boot_id = runner.read_boot_id()
+        info = {"pid": pid, "start_time": runner.proc_start_time(pid), "boot_id": boot_id}
+        write_json(os.path.join(directory, "program.json"), info)
+        os.write(ready, b"ok")
+        os.close(ready)
+        while True:
+            try:
+                _, wait_status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        status = status_of(wait_status)
+        if failure:
+            status["error"] = failure.decode("utf-8", "replace")
+            with open(os.path.join(directory, "stderr"), "ab") as err:
+                err.write(("cloudpivot-agent: %s\n" % status["error"]).encode("utf-8", "replace"))
+        status["finished"] = runner.utc_stamp()
+        write_json(os.path.join(directory, "exit.json"), status)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def exec_program(directory: str, spec: dict, error_w: int) -> None:
+    """The program's side of the fork: its own process group, files for output, then exec."""
+    code, message = 126, "cannot start the program"
+    argv = spec.get("argv") or []
+    try:
+        os.setpgid(0, 0)
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGPIPE):
+            signal.signal(number, signal.SIG_DFL)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            os.dup2(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), fd)
+        if not argv or not all(isinstance(arg, str) for arg in argv):
+            code, message = 127, "the assignment has no valid command (argv must be a non-empty list of strings)"
+        else:
+            try:
+                os.chdir(spec["workdir"])
+            except OSError:
+                message = "working directory not found: %s" % spec["workdir"]
+            else:
+                os.execvpe(argv[0], argv, spec["env"])
+    except FileNotFoundError:
+        code, message = 127, "command not found: %s" % argv[0]
+    except PermissionError:
+        code, message = 126, "permission denied: %s" % argv[0]
+    except OSError as exc:
+        message = "cannot start %s: %s" % (argv[0] if argv else "?", exc.strerror or exc)
+    finally:
+        try:
+            os.write(error_w, message.encode("utf-8", "replace"))
+        finally:
+            os._exit(code)

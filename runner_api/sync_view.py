@@ -1,0 +1,94 @@
+"""POST /runner/v2/sync: the batched protocol (docs/runner.md, "Protocol v2"), as an async view.
+
+An async view because of the long-poll: an idle agent's request waits here, costing a coroutine
+and not a thread, until the agent doorbell rings (a stop request, a new attempt) or a once-a-second
+database look finds work, up to `wait` seconds (capped so the call still counts as a heartbeat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import ValidationError
+
+from cloudpivot.api import error_body, flatten_errors
+from cloudpivot.realtime import AGENT_DOORBELL
+from runner_api.serializers import SyncInputSerializer
+from runner_api.sync_scope import SyncRefused, sync_scope
+from tasks.services.runner_sync import SyncScope, sync_answer, sync_apply, sync_has_news
+
+RECHECK_SECONDS = 1.0
+
+
+@csrf_exempt
+async def sync(request: HttpRequest) -> JsonResponse:
+    if request.method != "POST":
+        return _error(405, "method_not_allowed", f"{request.method} is not allowed here; POST a sync batch")
+    try:
+        body = json.loads(request.body or b"null")
+    except ValueError as exc:
+        return _error(400, "parse_error", f"the body is not JSON: {exc}")
+    serializer = SyncInputSerializer(data=body if isinstance(body, dict) else {})
+    try:
+        serializer.is_valid(raise_exception=True)
+    except ValidationError as exc:
+        errors = flatten_errors(exc.detail)
+        return JsonResponse(error_body("invalid", f"{errors[0]['field']}: {errors[0]['message']}", errors), status=400)
+    data = serializer.validated_data
+    try:
+        scope = await sync_to_async(sync_scope)(
+            authorization=request.headers.get("Authorization", ""), claimed_agent=data["agent"]["name"]
+        )
+    except SyncRefused as exc:
+        response = _error(401, "not_authenticated", str(exc))
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    answer = await sync_to_async(sync_apply)(
+        scope=scope, agent=data["agent"], known=data["known"], reports=data["attempts"]
+    )
+    # An agent holding attempts is back at least once per heartbeat interval: its call is their heartbeat.
+    wait = min(data["wait"], settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS / 4)
+    if data["known"]:
+        wait = min(wait, settings.RUNNER_HEARTBEAT_SECONDS)
+    if wait > 0 and not sync_has_news(answer, data["stopping"]):
+        answer = await _hold(scope, data, wait) or answer
+    answer["poll_after"] = 0
+    return JsonResponse(answer)
+
+
+async def _hold(scope: SyncScope, data: dict[str, Any], wait: float) -> dict[str, Any] | None:
+    """Wait for the doorbell or the next database look that finds news; the answer then, or None at the end."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer is not None else None
+    if channel:
+        await layer.group_add(AGENT_DOORBELL, channel)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    names = set(data["known"])
+    try:
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                if channel:
+                    await asyncio.wait_for(layer.receive(channel), timeout=min(RECHECK_SECONDS, remaining))
+                else:
+                    await asyncio.sleep(min(RECHECK_SECONDS, remaining))
+            except TimeoutError:
+                pass
+            answer = await sync_to_async(sync_answer)(scope=scope, names=names)
+            if sync_has_news(answer, data["stopping"]):
+                return answer
+    finally:
+        if channel:
+            await layer.group_discard(AGENT_DOORBELL, channel)
+    return None
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse(error_body(code, message, []), status=status)

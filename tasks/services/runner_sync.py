@@ -1,0 +1,214 @@
+"""Protocol v2: one batched report from a host agent (or a VM Runner) applied in one transaction.
+
+The per-attempt rules are v1's (runner_reports.py, logs.py): events in seq order exactly once, log
+bytes at the stream's length exactly once, nothing new for a closed or superseded attempt. What v2
+adds is the batch: every attempt of the report in one transaction (a savepoint each, so one refused
+attempt does not fail the others), the log chunks in one bulk insert, liveness for every attempt the
+agent holds in one UPDATE, and the hand-out of new assignments.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cloudpivot.exceptions import Conflict
+from tasks.choices import AttemptState, TaskState
+from tasks.models import Attempt, LogChunk
+from tasks.services.lifecycle import attempt_superseded_or_closed, lock_task_and_attempt, task_transition
+from tasks.services.logs import log_append_locked, log_counters_save
+from tasks.services.runner_reports import (
+    runner_assignment,
+    runner_events_apply_locked,
+    runner_verified_alive,
+)
+
+HANDOUT_LIMIT = 100
+
+
+@dataclass
+class SyncScope:
+    """What the caller may report on: an agent's `local` connections, or a VM Runner's one attempt."""
+
+    agent_name: str = ""
+    connection_ids: list[int] = field(default_factory=list)
+    runs_dirs: dict[int, str] = field(default_factory=dict)
+    attempt: Attempt | None = None
+
+    def attempts(self, names: set[str]) -> dict[str, Attempt]:
+        if self.attempt is not None:
+            return {self.attempt.external_name: self.attempt} if self.attempt.external_name in names else {}
+        found = Attempt.objects.select_related("task").filter(
+            external_name__in=names, task__connection_id__in=self.connection_ids
+        )
+        return {attempt.external_name: attempt for attempt in found}
+
+
+def sync_apply(*, scope: SyncScope, agent: dict[str, Any], known: list[str], reports: list[dict[str, Any]]) -> dict:
+    """Apply the reports, count the call as a sign of life for every attempt named, answer, hand out."""
+    names = set(known) | {report["attempt"] for report in reports}
+    attempts = scope.attempts(names)
+    errors: dict[str, dict[str, Any]] = {}
+    with transaction.atomic():
+        chunks: list[LogChunk] = []
+        for report in sorted(reports, key=lambda r: _lock_order(attempts.get(r["attempt"]))):
+            attempt = attempts.get(report["attempt"])
+            if attempt is None:
+                errors[report["attempt"]] = _not_yours(report["attempt"])
+                continue
+            try:
+                with transaction.atomic():  # a savepoint: a refused attempt leaves the others applied
+                    mine: list[LogChunk] = []
+                    attempts[attempt.external_name] = _apply_report(attempt, report, mine)
+                chunks += mine
+            except Conflict as exc:
+                errors[attempt.external_name] = {**_standing(attempt), "closed": True, "error": exc.message}
+        LogChunk.objects.bulk_create(chunks)
+    _heartbeat(scope, agent, [attempt for name, attempt in attempts.items() if name in known])
+    return sync_answer(scope=scope, names=names, attempts=attempts, answers=errors)
+
+
+def _lock_order(attempt: Attempt | None) -> tuple[int, int]:
+    """Task rows are locked in id order, so two batches never wait for each other in a circle."""
+    return (attempt.task_id, attempt.pk) if attempt is not None else (0, 0)
+
+
+def sync_answer(
+    *, scope: SyncScope, names: set[str], attempts: dict[str, Attempt] | None = None, answers: dict | None = None
+) -> dict[str, Any]:
+    """Where the server stands for every attempt named, and the assignments the caller does not hold yet."""
+    attempts = scope.attempts(names) if attempts is None else attempts
+    answers = dict(answers or {})
+    for name in names:
+        if name not in answers:
+            attempt = attempts.get(name)
+            answers[name] = _standing(attempt) if attempt is not None else _not_yours(name)
+    return {"protocol": 2, "attempts": answers, "assignments": _handout(scope, names)}
+
+
+def sync_has_news(answer: dict[str, Any], stopping: list[str]) -> bool:
+    """Whether a long-poll should answer now: something the agent does not know yet."""
+    if answer["assignments"]:
+        return True
+    return any(
+        part.get("closed") or (part.get("stop_requested") and name not in stopping)
+        for name, part in answer["attempts"].items()
+    )
+
+
+def _not_yours(name: str) -> dict[str, Any]:
+    return {"closed": True, "error": f"{name} is not an attempt of this caller"}
+
+
+def _standing(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "acked_seq": attempt.acked_seq,
+        "log_offsets": {"stdout": attempt.log_stdout_bytes, "stderr": attempt.log_stderr_bytes},
+        "stop_requested": attempt.stop_requested_at is not None,
+        "closed": attempt_superseded_or_closed(attempt),
+    }
+
+
+def _apply_report(attempt: Attempt, report: dict[str, Any], chunks: list[LogChunk]) -> Attempt:
+    """Logs first, then events (`exited` comes after the last byte), then one UPDATE of the attempt."""
+    task, attempt = lock_task_and_attempt(attempt)
+    attempt.task = task
+    if attempt_superseded_or_closed(attempt):
+        if any(event["seq"] > attempt.acked_seq for event in report["events"]):
+            raise Conflict(f"attempt {attempt.external_name} is closed; stop reporting", code="attempt_closed")
+        return attempt
+    for piece in report["logs"]:
+        log_append_locked(
+            task=task,
+            attempt=attempt,
+            stream=piece["stream"],
+            offset=piece["offset"],
+            data=piece["data"],
+            chunks=chunks,
+        )
+    runner_events_apply_locked(task=task, attempt=attempt, events=report["events"])
+    extra = {"usage": report["usage"]} if report.get("usage") else {}
+    log_counters_save(attempt, acked_seq=attempt.acked_seq, last_heartbeat_at=timezone.now(), **extra)
+    return attempt
+
+
+_last_heartbeat: dict[tuple[str, int], tuple[float, frozenset[int]]] = {}
+
+
+def _heartbeat(scope: SyncScope, agent: dict[str, Any], held: list[Attempt]) -> None:
+    """Every call is a sign of life for what the caller holds: one UPDATE, at most once per heartbeat interval.
+
+    A task that went UNKNOWN because its reporter fell silent is verified by the first call after.
+    """
+    if not held:
+        return
+    ids = frozenset(attempt.pk for attempt in held if not attempt.is_closed)
+    key = (scope.agent_name or "runner", int(agent.get("pid") or 0))
+    now = time.monotonic()
+    last = _last_heartbeat.get(key)
+    if last and ids <= last[1] and now - last[0] < settings.RUNNER_HEARTBEAT_SECONDS:
+        return
+    _last_heartbeat[key] = (now, ids)
+    Attempt.objects.filter(pk__in=ids).update(
+        last_heartbeat_at=timezone.now(),
+        runner_boot_id=str(agent.get("boot_id") or "")[:64],
+        runner_pid=agent.get("pid"),
+    )
+    for attempt in held:
+        if attempt.task.state == TaskState.UNKNOWN and not attempt.is_closed:
+            runner_verified_alive(attempt)
+
+
+def _handout(scope: SyncScope, held: set[str]) -> list[dict[str, Any]]:
+    """Open attempts the caller should run and does not hold yet; an agent's move them to STARTING."""
+    if scope.attempt is not None:
+        attempt = scope.attempt
+        attempt.refresh_from_db()
+        if attempt.external_name in held or attempt_superseded_or_closed(attempt):
+            return []
+        return [runner_assignment(attempt=attempt)]
+    candidates = list(
+        Attempt.objects.select_related("task")
+        .filter(
+            task__connection_id__in=scope.connection_ids,
+            task__state__in=(TaskState.SUBMITTING, TaskState.STARTING),
+            closed_at__isnull=True,
+            stop_requested_at__isnull=True,
+        )
+        .exclude(external_name__in=held)
+        .order_by("task__created_at")[:HANDOUT_LIMIT]
+    )
+    if not candidates:
+        return []
+    assignments = []
+    with transaction.atomic():
+        for candidate in candidates:
+            task, attempt = lock_task_and_attempt(candidate)
+            attempt.task = task
+            if attempt_superseded_or_closed(attempt) or task.state not in (TaskState.SUBMITTING, TaskState.STARTING):
+                continue
+            if task.state == TaskState.SUBMITTING:
+                _record_handout(task, attempt, scope)
+            assignments.append(runner_assignment(attempt=attempt))
+    return assignments
+
+
+def _record_handout(task: Any, attempt: Attempt, scope: SyncScope) -> None:
+    """What attempt_start records for a created execution, done here when the agent takes the attempt first."""
+    attempt.external_ref = f"{scope.runs_dirs.get(task.connection_id, '')}/{attempt.external_name}"
+    attempt.cloud_created_at = timezone.now()
+    attempt.start_error = ""
+    if attempt.state == AttemptState.CREATED:
+        attempt.state = AttemptState.STARTING
+    attempt.save(update_fields=["external_ref", "cloud_created_at", "start_error", "state", "updated_at"])
+    task_transition(
+        task=task,
+        to=TaskState.STARTING,
+        reason=f"handed to the host agent {scope.agent_name}",
+        data={"attempt": attempt.number, "external_ref": attempt.external_ref},
+    )

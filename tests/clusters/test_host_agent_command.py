@@ -1,0 +1,29 @@
+"""`manage.py host_agent`: the credential and command line for running the host agent as a service."""
+
+from __future__ import annotations
+
+import stat
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from clusters.backends.local import agent_name
+from tasks import credentials
+
+
+def test_it_writes_a_private_credential_the_server_accepts_and_prints_the_command(world):
+    out = StringIO()
+    call_command("host_agent", stdout=out)
+    credential_file = world.runs_dir / "agent.credential"
+    assert stat.S_IMODE(credential_file.stat().st_mode) == 0o600
+    name = agent_name(world.runs_dir)
+    assert credentials.agent_credential_matches(name=name, presented=credential_file.read_text())
+    line = out.getvalue()
+    assert "cloudpivot_agent.py" in line and f"--name {name}" in line and f"--state-dir {world.runs_dir}" in line
+
+
+def test_it_names_a_cloud_that_is_not_local(world):
+    with pytest.raises(CommandError, match="no local connection with cloud id 'elsewhere'"):
+        call_command("host_agent", cloud="elsewhere")

@@ -1,0 +1,34 @@
+"""What the fault tests of the Runner (v1) and of the host agent share: a Daphne they may stop
+(the programs they run are in tests/runner_api/support.py)."""
+
+from __future__ import annotations
+
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from tests import helpers
+from tests.plugins.servers import kill_leftover_runners
+
+
+@pytest.fixture
+def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
+    """A Daphne of this test's own, on a fixed port, that the test may stop and start again."""
+    from django_q.conf import Conf
+
+    port = helpers.free_port()
+    env = helpers.server_environment(port=port, runs_dir=tmp_path / "runs")
+    log = server_logs / f"daphne-{port}.log"
+    box = SimpleNamespace(
+        port=port, url=f"http://127.0.0.1:{port}", process=helpers.start_daphne(port=port, env=env, log=log)
+    )
+    box.stop = lambda: helpers.stop_process_group(box.process, sig=signal.SIGKILL)
+    box.start = lambda: setattr(box, "process", helpers.start_daphne(port=port, env=env, log=log))
+    settings.RUNNER_SERVER_URL = box.url
+    settings.RUNNER_HEARTBEAT_SECONDS = 0.5
+    settings.STOP_GRACE_SECONDS = 2.0
+    monkeypatch.setattr(Conf, "SYNC", True)
+    yield box
+    box.stop()
+    kill_leftover_runners(tmp_path)
