@@ -76,7 +76,7 @@ def seed(kube: KubeCluster, world, n: int) -> CloudConnection:
             attempts_count=1,
             started_at=now,
         )
-        name = f"cp-{task.short_id}-1"
+        name = f"cp-{task.id.hex}-1"
         nonce = credentials.new_nonce()
         uid = str(uuid.uuid4())
         attempts.append(
