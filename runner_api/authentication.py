@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import authentication, exceptions
 
+from cloudpivot import credentials
 from cloudpivot.common import sha256_hex
-from tasks import credentials
 from tasks.models import Attempt
 
 

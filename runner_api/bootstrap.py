@@ -17,9 +17,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from cloudpivot import credentials
 from cloudpivot.common import sha256_hex
 from runner_api.models import BootstrapSecret
-from tasks import credentials
 from tasks.models import Attempt
 
 PREFIX = "cpb_"

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+from cloudpivot import credentials
 from cloudpivot.common import sha256_hex
 from clusters.backends.local import agent_name, connection_runs_dir
 from clusters.models import CloudConnection
-from tasks import credentials
 from tasks.models import Attempt
 from tasks.services.runner_sync import SyncScope
 

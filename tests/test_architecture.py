@@ -29,6 +29,7 @@ LONG_FILE_ALLOWED = {"runner_api/agent/cloudpivot_runner.py"}  # the Runner is c
 
 # Layers, lowest first: an app's core may import its own app and the layers below, nothing above or beside.
 LAYERS = {
+    "agent": 0,  # runner_api/agent: the Runner and host agent programs, standard library only, import nothing of ours
     "cloudpivot": 0,  # the project's shared pieces: exceptions, idempotency, api, realtime, common
     "accounts": 1,
     "clusters": 2,
@@ -90,6 +91,8 @@ def app_of(module: str) -> str:
         return "accounts"
     if parts[:2] == ["clusters", "metrics"]:
         return "metrics"
+    if parts[:2] == ["runner_api", "agent"]:
+        return "agent"
     return parts[0]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
+from cloudpivot.credentials import agent_credential
 from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
 from clusters.models import CloudConnection
 from runner_api.agent.cloudpivot_supervisor import lock_held
@@ -68,7 +69,6 @@ def local_agent_wake(*, connection_id: int) -> None:
 
 def agent_credential_file_write(runs_dir: Path) -> Path:
     """The agent's credential in RUNS_DIR/agent.credential (mode 600), the directory created 700 if need be."""
-    from tasks.credentials import agent_credential
 
     runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = runs_dir / "agent.credential"

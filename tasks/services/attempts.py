@@ -11,13 +11,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from cloudpivot import credentials
 from cloudpivot.exceptions import ApplicationError
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
 from clusters.backends.local import local_agent_wake
 from clusters.models import CloudConnection
 from runner_api.bootstrap import bootstrap_secret_issue
-from tasks import credentials, dispatch
+from tasks import dispatch
 from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState, retry_backoff_seconds
 from tasks.models import Attempt, Task
 from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition

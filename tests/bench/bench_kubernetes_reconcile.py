@@ -22,10 +22,10 @@ from django.db import connection as db_connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from cloudpivot import credentials
 from clusters.backends.base import BackendError
 from clusters.backends.kubernetes import LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, KubernetesBackend, read_pod_log
 from clusters.models import CloudConnection
-from tasks import credentials
 from tasks.choices import AttemptState, TaskState
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass

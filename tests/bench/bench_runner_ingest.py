@@ -18,7 +18,7 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from tasks import credentials
+from cloudpivot import credentials
 from tasks.models import LogChunk, Task
 from tasks.services import reconcile_pass
 from tasks.services.attempts import attempt_create

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from cloudpivot import credentials
 from clusters.backends.local import agent_name
-from tasks import credentials
 
 
 def test_it_writes_a_private_credential_the_server_accepts_and_prints_the_command(world):

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 from rest_framework.test import APIClient
 
-from tasks import credentials
+from cloudpivot import credentials
 from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock

@@ -9,8 +9,8 @@ import pytest
 from django.db import transaction
 from rest_framework.test import APIClient
 
+from cloudpivot import credentials
 from clusters.backends.local import agent_name, connection_runs_dir
-from tasks import credentials
 from tasks.models import Attempt, LogChunk, Task
 from tasks.services import task_cancel
 from tasks.services.attempts import attempt_create

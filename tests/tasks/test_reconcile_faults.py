@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.brokers import get_broker
 
+from cloudpivot import credentials
 from clusters.models import CloudConnection
-from tasks import credentials
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass, ticker
 from tasks.services.admission import admit_all
