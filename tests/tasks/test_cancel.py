@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cloudpivot.accounts.models import Quota
-from clusters.backends.local import LocalBackend
+from clusters.models import CloudConnection
 from tasks import dispatch
 from tasks.models import Attempt, Task
 from tasks.selectors import task_quota_usage
@@ -150,13 +150,25 @@ def test_a_task_left_cancelling_by_an_earlier_version_is_ended_by_the_pass(world
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancel_while_the_start_job_is_asking_the_cloud(live, world, monkeypatch):
-    """The cancel lands while the start job waits for the cloud: what the cloud made is recorded, stopped, removed."""
+def test_cancel_while_the_start_job_is_asking_the_cloud(live, world, monkeypatch, tmp_path):
+    """The cancel lands while the start job waits for the cloud: what the cloud made is recorded, stopped, removed.
+
+    On a connection whose start makes a process of its own per attempt (tests/runner_host.py), so "what the
+    cloud made" is a process this test can watch.
+    """
+    from clusters.backends import BACKENDS
+    from tests.runner_host import RunnerHostBackend
+
+    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    hosts = CloudConnection.objects.create(
+        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(tmp_path / "hosts")}
+    )
+    hosts.projects.add(world.alpha)
     monkeypatch.setattr(dispatch, "enqueue_start", lambda attempt_id: None)  # this test runs the start job itself
-    task = submit(world)  # admitted at once by the (inline) admission job
-    attempt = Attempt.objects.get(task=task)
-    state_dir = world.runs_dir / attempt.external_name
-    launch, pids = LocalBackend.ensure_started, []
+    task = task_submit(user=world.bob, document=hello_spec(cloud="runner-host", command=["sleep", "600"]))[0]
+    attempt = Attempt.objects.get(task=task)  # admitted at once by the (inline) admission job
+    state_dir = tmp_path / "hosts" / attempt.external_name
+    launch, pids = RunnerHostBackend.ensure_started, []
 
     def cancelled_meanwhile(backend, ref):
         made = launch(backend, ref)  # the real launch: a Runner process starts
@@ -164,7 +176,7 @@ def test_cancel_while_the_start_job_is_asking_the_cloud(live, world, monkeypatch
         task_cancel(task_id=task.pk, user=world.bob)  # ... and the user cancels before the start job records it
         return made
 
-    monkeypatch.setattr(LocalBackend, "ensure_started", cancelled_meanwhile)
+    monkeypatch.setattr(RunnerHostBackend, "ensure_started", cancelled_meanwhile)
     attempt_start(attempt_id=attempt.pk)
     task.refresh_from_db()
     assert task.state == "CANCELLED"

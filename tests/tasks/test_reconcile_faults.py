@@ -95,6 +95,24 @@ def test_a_task_at_the_most_attempts_a_smallint_holds_does_not_stop_the_others(w
     assert message.startswith("retry failed: the task has had 32767 attempts")
 
 
+@pytest.fixture
+def runner_host(world, tmp_path, monkeypatch):
+    """A connection whose attempts each run under their own Runner process (tests/runner_host.py): its files
+    (a lock per attempt, a directory per attempt) are what these tests break on purpose."""
+    from clusters.backends import BACKENDS
+
+    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+
+    def make(cloud_id: str) -> CloudConnection:
+        connection = CloudConnection.objects.create(
+            cloud_id=cloud_id, backend="runner-host", options={"runs_dir": str(tmp_path / cloud_id)}
+        )
+        connection.projects.add(world.alpha)
+        return connection
+
+    return make
+
+
 def running_attempt(world, connection: CloudConnection) -> Attempt:
     """A RUNNING task on `connection` whose Runner last reported 10 s ago (no process of it runs here)."""
     task = task_submit(user=world.bob, document=hello_spec(cloud=connection.cloud_id))[0]
@@ -110,11 +128,8 @@ def running_attempt(world, connection: CloudConnection) -> Attempt:
     return Attempt.objects.select_related("task").get(pk=attempt.pk)
 
 
-def test_a_connection_whose_backend_raises_is_written_on_its_tasks_and_the_pass_goes_on(world, tmp_path):
-    broken = CloudConnection.objects.create(
-        cloud_id="broken", backend="local", options={"runs_dir": str(tmp_path / "broken")}
-    )
-    broken.projects.add(world.alpha)
+def test_a_connection_whose_backend_raises_is_written_on_its_tasks_and_the_pass_goes_on(world, tmp_path, runner_host):
+    broken = runner_host("broken")
     victim = running_attempt(world, broken)
     # The Runner's lock file is a directory: the backend's observation raises IsADirectoryError.
     (tmp_path / "broken" / victim.external_name / "runner.lock").mkdir(parents=True)
@@ -131,12 +146,15 @@ def test_a_connection_whose_backend_raises_is_written_on_its_tasks_and_the_pass_
     assert not (world.runs_dir / finished.external_name).exists()
 
 
-def test_one_attempt_whose_backend_call_fails_does_not_stop_the_others_of_its_connection(world, settings):
+def test_one_attempt_whose_backend_call_fails_does_not_stop_the_others_of_its_connection(
+    world, settings, tmp_path, runner_host
+):
     settings.RUNNER_HEARTBEAT_SECONDS = 1
-    bad, good = running_attempt(world, world.local), running_attempt(world, world.local)
+    hosts = runner_host("hosts")
+    bad, good = running_attempt(world, hosts), running_attempt(world, hosts)
     # A file where the bad attempt's Runner directory belongs: relaunching its Runner fails (BackendError).
-    world.runs_dir.mkdir(parents=True, exist_ok=True)
-    (world.runs_dir / bad.external_name).write_text("not a directory")
+    (tmp_path / "hosts").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "hosts" / bad.external_name).write_text("not a directory")
     # The good one is past its timeout, and its Runner is gone: the pass stops it, the next one ends it.
     Attempt.objects.filter(pk=good.pk).update(stop_requested_at=timezone.now(), stop_reason="timeout")
     done = reconcile_pass()

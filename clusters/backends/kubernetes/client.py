@@ -92,7 +92,7 @@ class KubeClient:
             raise classify(exc, what, self) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeApiError(
-                f"cannot reach the Kubernetes API at {self.host} while {what}: {type(exc).__name__}",
+                f"cannot reach the Kubernetes API at {self.host} while {what}: {network_words(exc)}",
                 kind="transient",
             ) from None
         try:
@@ -135,7 +135,7 @@ class KubeClient:
             response.read()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeApiError(
-                f"cannot reach the Kubernetes API while {what}: {type(exc).__name__}", kind="transient"
+                f"cannot reach the Kubernetes API while {what}: {network_words(exc)}", kind="transient"
             ) from None
         if not 200 <= response.status <= 299:
             raise classify(ApiException(http_resp=response), what, self)
@@ -377,3 +377,16 @@ def _status_message(exc: ApiException) -> str:
     except (ValueError, AttributeError):
         message = (body or "").strip()
     return (message or str(exc.reason or "")).strip()[:500]
+
+
+def network_words(exc: BaseException) -> str:
+    """What went wrong on the wire, in words ("connection refused"), not urllib3's wrapper class names."""
+    reason = getattr(exc, "reason", None) or exc  # MaxRetryError carries the real error as .reason
+    text = str(reason)
+    if "Connection refused" in text or isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is the API server running, and is this its address?)"
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "unknown host name"
+    if isinstance(reason, TimeoutError | urllib3.exceptions.TimeoutError):
+        return "no answer in time"
+    return text.split(": ", 1)[-1][:200] or type(exc).__name__
