@@ -133,8 +133,16 @@ def test_var_and_the_database_files_are_private(tmp_path):
 
     var = tmp_path / "var"
     var.mkdir(mode=0o755)
-    result = manage(
-        "migrate", "--noinput", CLOUDPIVOT_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="cloudpivot.settings.base"
+    # The embedded default (SQLite in var/) whatever this test run uses: no DATABASE_URL, no REDIS_URL.
+    unset = ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL")
+    embedded = {key: value for key, value in os.environ.items() if key not in unset}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=helpers.BASE_DIR,
+        env=embedded | {"CLOUDPIVOT_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base"},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE(var.stat().st_mode) == 0o700
