@@ -95,7 +95,8 @@ def test_a_task_runs_in_a_vm_and_succeeds_with_the_runners_log_and_exit_code(os_
         return attempt.cleanup_state == "done"
 
     helpers.wait_for(cleaned, timeout=60, interval=0.3, what="cleanup done")
-    assert not servers_named(os_live, attempt.external_name)
+    # Nova lists a deleted server (status DELETED) for a moment before it is gone.
+    helpers.wait_for(lambda: not servers_named(os_live, attempt.external_name), timeout=30, what="the server gone")
 
 
 def test_a_non_zero_exit_fails_the_task(os_live, vms):
@@ -143,7 +144,7 @@ def test_a_runner_that_does_not_stop_the_program_gets_its_server_deleted(os_live
         os.killpg(vm.process.pid, signal.SIGKILL)
     assert task.state == "CANCELLED", task.state_reason
     assert "stopped by force" in task.state_reason
-    assert not servers_named(os_live, server.name)
+    helpers.wait_for(lambda: not servers_named(os_live, server.name), timeout=30, what="the server gone")
 
 
 # ---------------------------------------------------------------------------- what the cloud shows
