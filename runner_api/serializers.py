@@ -4,27 +4,153 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+import math
+from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from tasks.models import LogStream
 from tasks.services.runner_reports import EVENT_TYPES
 
 MAX_LOG_CHUNK_BYTES = 1024 * 1024
+# Every value a Runner sends is checked here, so that what reaches the database is always storable:
+# numbers within their columns, dates that parse, text PostgreSQL's jsonb takes (no NUL, no lone
+# surrogate), bounded sizes. A refusal is a 400 naming the field (`events.0.data.exit_code`) and, for
+# events, `rejected_seq`: the Runner then records it once and stops sending that event.
+MAX_INT = 2**31 - 1  # the integer columns (acked seq, pid, exit code)
+MAX_TEXT = 4000  # a reason or a progress message
+MAX_EVENT_DATA_BYTES = 256 * 1024  # a result's summary (the Runner reads at most 64 KiB of result file)
+MAX_USAGE_BYTES = 16 * 1024
+MAX_JSON_DEPTH = 32
+MAX_REFS = 100
+
+
+def json_problem(value: Any, *, max_bytes: int) -> str:
+    """Why this JSON value cannot be stored ("" when it can): its size, nesting, or text jsonb refuses."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if problem := text_problem(str(key)):
+                    return f"a key {problem}"
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str) and (problem := text_problem(item)):
+            return f"a text {problem}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "a number is not finite"
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        return f"is {size} bytes of JSON; at most {max_bytes}"
+    return ""
+
+
+def text_problem(text: str) -> str:
+    """NUL characters and lone surrogates: valid in a JSON string, refused by PostgreSQL (and not text)."""
+    if "\x00" in text:
+        return "holds a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "holds a lone surrogate (not Unicode text)"
+    return ""
+
+
+class StorableJSONField(serializers.DictField):
+    """A JSON object whose content the database can store, at most `max_bytes` of it."""
+
+    def __init__(self, *, max_bytes: int, **kwargs: Any) -> None:
+        self.max_bytes = max_bytes
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        if problem := json_problem(value, max_bytes=self.max_bytes):
+            raise serializers.ValidationError(problem)
+        return value
 
 
 class HeartbeatInputSerializer(serializers.Serializer):
     boot_id = serializers.CharField(max_length=64, allow_blank=True, required=False, default="")
-    pid = serializers.IntegerField(required=False, allow_null=True, default=None)
-    child = serializers.DictField(required=False, default=dict)
-    usage = serializers.DictField(required=False, default=dict)
+    pid = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0, max_value=MAX_INT)
+    child = StorableJSONField(required=False, default=dict, max_bytes=MAX_USAGE_BYTES)
+    usage = StorableJSONField(required=False, default=dict, max_bytes=MAX_USAGE_BYTES)
+
+
+def optional_int(*, low: int, high: int) -> serializers.IntegerField:
+    return serializers.IntegerField(required=False, allow_null=True, default=None, min_value=low, max_value=high)
+
+
+def optional_text() -> serializers.CharField:
+    return serializers.CharField(required=False, allow_blank=True, default="", max_length=MAX_TEXT)
+
+
+class StartedDataSerializer(serializers.Serializer):
+    pid = optional_int(low=0, high=MAX_INT)
+
+
+class ProgressDataSerializer(serializers.Serializer):
+    message = optional_text()
+    fraction = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0, max_value=1)
+
+
+class ResultDataSerializer(serializers.Serializer):
+    summary = serializers.JSONField(required=False, allow_null=True, default=None)
+    refs = serializers.ListField(
+        child=serializers.CharField(max_length=2000), required=False, default=list, max_length=MAX_REFS
+    )
+
+
+class ExitedDataSerializer(serializers.Serializer):
+    exit_code = optional_int(low=0, high=255)  # a process's exit status; a signal death is `signal`
+    signal = optional_int(low=1, high=128)
+    reason = optional_text()
+
+
+class LostDataSerializer(serializers.Serializer):
+    reason = optional_text()
+
+
+EVENT_DATA = {
+    "started": StartedDataSerializer,
+    "progress": ProgressDataSerializer,
+    "result": ResultDataSerializer,
+    "exited": ExitedDataSerializer,
+    "lost": LostDataSerializer,
+}
 
 
 class RunnerEventSerializer(serializers.Serializer):
-    seq = serializers.IntegerField(min_value=1)
+    seq = serializers.IntegerField(min_value=1, max_value=MAX_INT)
     type = serializers.ChoiceField(choices=sorted(EVENT_TYPES))
-    time = serializers.CharField(required=False, allow_blank=True, default="")
-    data = serializers.DictField(required=False, default=dict)
+    time = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    data = StorableJSONField(required=False, default=dict, max_bytes=MAX_EVENT_DATA_BYTES)
+
+    def validate_time(self, value: str) -> str:
+        """An ISO 8601 time with its zone (as the Runner writes it), or nothing (then: when it arrived)."""
+        if not value:
+            return value
+        try:
+            when = parse_datetime(value)
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            raise serializers.ValidationError("must be an ISO 8601 time with a zone, e.g. 2026-11-30T13:00:00Z")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The data of each event type has its own fields; unknown extra keys are kept (newer Runners)."""
+        shape = EVENT_DATA[attrs["type"]](data=attrs["data"])
+        if not shape.is_valid():
+            raise serializers.ValidationError({"data": shape.errors})
+        attrs["data"] = attrs["data"] | dict(shape.validated_data)
+        return attrs
 
 
 class EventsInputSerializer(serializers.Serializer):
@@ -67,7 +193,7 @@ class SyncAttemptSerializer(serializers.Serializer):
     attempt = serializers.CharField(max_length=63)
     events = RunnerEventSerializer(many=True, required=False, default=list)
     logs = LogsInputSerializer(many=True, required=False, default=list)
-    usage = serializers.DictField(required=False, default=dict)
+    usage = StorableJSONField(required=False, default=dict, max_bytes=MAX_USAGE_BYTES)
 
     def validate_events(self, value):
         return EventsInputSerializer.validate_events(self, value)

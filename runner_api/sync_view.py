@@ -20,6 +20,7 @@ from rest_framework.exceptions import ValidationError
 
 from cloudpivot.api import error_body, flatten_errors
 from cloudpivot.realtime import AGENT_DOORBELL
+from runner_api.limits import request_size_refusal
 from runner_api.serializers import SyncInputSerializer
 from runner_api.sync_scope import SyncRefused, sync_scope
 from tasks.services.runner_sync import SyncScope, sync_answer, sync_apply, sync_has_news
@@ -31,6 +32,8 @@ RECHECK_SECONDS = 1.0
 async def sync(request: HttpRequest) -> JsonResponse:
     if request.method != "POST":
         return _error(405, "method_not_allowed", f"{request.method} is not allowed here; POST a sync batch")
+    if refusal := request_size_refusal(request):
+        return refusal
     try:
         body = json.loads(request.body or b"null")
     except ValueError as exc:

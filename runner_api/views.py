@@ -2,24 +2,43 @@
 
 from __future__ import annotations
 
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, ParseError, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cloudpivot.api import flatten_errors
+from cloudpivot.exceptions import InvalidSpec
 from runner_api import bootstrap
 from runner_api.authentication import BootstrapSecretAuthentication, RunnerCredentialAuthentication
+from runner_api.limits import request_size_refusal
 from runner_api.serializers import EventsInputSerializer, HeartbeatInputSerializer, LogsInputSerializer
 from tasks.services import runner_reports
 from tasks.services.logs import log_append
 
 
+class BoundedJSONParser(JSONParser):
+    """JSON whose nesting Python cannot follow is a 400 (parse_error), not a RecursionError and a 500."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply") from None
+
+
 class RunnerView(APIView):
     authentication_classes = [RunnerCredentialAuthentication]
     permission_classes = [IsAuthenticated]
+    parser_classes = [BoundedJSONParser]
     throttle_classes: list = []
     schema = None  # machine protocol, documented in docs/runner.md, not part of the user API schema
+
+    def dispatch(self, request, *args, **kwargs):
+        """Too large a body is refused (413) before authentication or parsing read any of it."""
+        return request_size_refusal(request) or super().dispatch(request, *args, **kwargs)
 
     def validated(self, serializer_class, request: Request) -> dict:
         serializer = serializer_class(data=request.data)
@@ -44,11 +63,35 @@ class HeartbeatView(RunnerView):
 
 class EventsView(RunnerView):
     def post(self, request: Request) -> Response:
-        data = self.validated(EventsInputSerializer, request)
+        try:
+            data = self.validated(EventsInputSerializer, request)
+        except ValidationError as exc:
+            # The Runner needs to know which event will never be taken, to record it once and move on.
+            errors = flatten_errors(exc.detail)
+            raise InvalidSpec(
+                f"{errors[0]['field']}: {errors[0]['message']}",
+                errors=errors,
+                extra={"rejected_seq": first_rejected_seq(request.data, exc.detail)},
+            ) from None
         acked = runner_reports.runner_events_apply(attempt=request.auth, events=data["events"])
         return Response(
             {"acked_seq": acked, "stop_requested": runner_reports.runner_stop_requested(attempt=request.auth)}
         )
+
+
+def first_rejected_seq(body, detail) -> int | None:
+    """The seq of the first event the serializer refused, when it has a usable one."""
+    failures = detail.get("events") if isinstance(detail, dict) else None
+    sent = body.get("events") if isinstance(body, dict) else None
+    if isinstance(failures, list):  # DRF lists per-item errors, or maps them by index
+        failures = dict(enumerate(failures))
+    if not isinstance(failures, dict) or not isinstance(sent, list):
+        return None
+    for index in sorted(key for key, failure in failures.items() if failure and isinstance(key, int)):
+        seq = sent[index].get("seq") if index < len(sent) and isinstance(sent[index], dict) else None
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            return seq
+    return None
 
 
 class LogsView(RunnerView):

@@ -352,6 +352,22 @@ class ServerRejected(Exception):
     """The server kept answering 4xx that no retry fixed."""
 
 
+class EventRefused(Exception):
+    """400 with `rejected_seq`: the server will never take that event as it is; resending it is pointless."""
+
+    def __init__(self, seq: int, message: str):
+        super().__init__("event %d refused: %s" % (seq, message))
+        self.seq = seq
+        self.message = message
+
+
+class NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error, never followed: urllib would carry the Authorization header to the new place."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
 class Shutdown(Exception):
     """The Runner is ending: a background call gives up its retries."""
 
@@ -372,6 +388,10 @@ class Client:
         self.base_url = base_url
         self._credential = credential
         self.ssl_context = ssl_context if base_url.startswith("https:") else None
+        handlers = [NoRedirects()]
+        if self.ssl_context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=self.ssl_context))
+        self.opener = urllib.request.build_opener(*handlers)
         self.stopping = stopping
         self.last_answer = 0.0  # time.monotonic() of the last answer: any answer proves we are heard
         self.on_stop_requested = None  # called when an answer says the server wants the program stopped
@@ -406,7 +426,7 @@ class Client:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT, context=self.ssl_context) as response:
+            with self.opener.open(request, timeout=HTTP_TIMEOUT) as response:
                 raw = response.read()
         except urllib.error.HTTPError as error:
             raise self._error_for(error) from None
@@ -441,6 +461,16 @@ class Client:
             return AttemptClosed(message or "attempt closed")
         if status == 409 and code == "offset_mismatch" and isinstance(detail.get("expected_offset"), int):
             return OffsetMismatch(detail["expected_offset"])
+        rejected_seq = detail.get("rejected_seq")
+        if status == 400 and isinstance(rejected_seq, int) and not isinstance(rejected_seq, bool):
+            return EventRefused(rejected_seq, str(message)[:500])
+        if 300 <= status < 400:
+            where = (error.headers.get("Location", "") if error.headers else "")[:200]
+            return TemporaryFailure(
+                "HTTP %d redirect to %r: redirects are never followed (they would carry the credential); "
+                "give the final address as the server URL" % (status, where),
+                rejected=True,
+            )
         retry_after = error.headers.get("Retry-After", "") if error.headers else ""
         after = float(retry_after) if retry_after.isdigit() else 0.0
         text = "HTTP %d%s" % (status, " %s: %s" % (code, message) if code or message else "")
@@ -560,6 +590,33 @@ class Outbox:
     def is_empty(self) -> bool:
         with self.lock:
             return not self._seqs()
+
+    def replace_refused(self, seq: int, why: str) -> bool:
+        """Put a stand-in the server can take in place of an event it refused, so the seqs stay contiguous.
+
+        The refusal is recorded once (in the log, and in the stand-in the task's history shows); the
+        refused event is not sent again. An `exited` or `lost` stays what it is, without its data, so
+        the attempt still ends. A refused stand-in is replaced by a bare one. False if seq is not here.
+        """
+        with self.lock:
+            event = read_json(self._path(seq)) if seq in self._seqs() else None
+            if not isinstance(event, dict):
+                return False
+            note = "the server refused the Runner's %s event: %s" % (event.get("type"), why)
+            if event.get("refused"):
+                kind, data = "progress", {"message": "the server refused a Runner event"}
+            elif event.get("type") == "exited":
+                kind, data = "exited", {"exit_code": None, "signal": None, "reason": note}
+            elif event.get("type") == "lost":
+                kind, data = "lost", {"reason": note}
+            else:
+                kind, data = "progress", {"message": note}
+            stand_in = {"seq": seq, "type": kind, "time": utc_stamp(), "data": data, "refused": True}
+            write_synced(self._path(seq) + ".swap", json.dumps(stand_in).encode())
+            os.replace(self._path(seq) + ".swap", self._path(seq))
+            fsync_dir(self.directory)
+        log("the server refused event %d (%s): %s; it is not sent again" % (seq, event.get("type"), why))
+        return True
 
 
 # --------------------------------------------------------------------------- /proc
@@ -786,13 +843,23 @@ class EventSender(Worker):
         if not events:
             outbox.changed.wait(0.5)
             return
-        answer = self.runner.client.call("POST", EVENTS_PATH, {"events": events})
+        try:
+            answer = self.runner.client.call("POST", EVENTS_PATH, {"events": [wire(event) for event in events]})
+        except EventRefused as refused:
+            if not outbox.replace_refused(refused.seq, refused.message):
+                raise ServerRejected(str(refused)) from None
+            return
         acked = answer.get("acked_seq")
         if isinstance(acked, int):
             outbox.drop_acked(acked)
         if not isinstance(acked, int) or acked < events[0]["seq"]:
             log("the server did not acknowledge event %d (acked_seq %r); resending soon" % (events[0]["seq"], acked))
             self.runner.stopping.wait(1.0)
+
+
+def wire(event: dict) -> dict:
+    """An outbox event as it is sent (the outbox's own marks stay on disk)."""
+    return {key: event[key] for key in ("seq", "type", "time", "data") if key in event}
 
 
 class LogShipper(Worker):

@@ -1,0 +1,135 @@
+"""The VM Runner (a real process) meeting a server that refuses it: an event the server will never take
+is recorded once and not resent, and a redirect is never followed with the credential."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks.services.submission import task_submit
+from tests import helpers
+from tests.builders import hello_spec as local_spec
+from tests.runner_host import RUNNER_PROGRAM
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+NUL_RESULT = (
+    "import json, os\n"
+    "json.dump({'summary': {'text': 'a\\u0000b'}}, open(os.environ['CLOUDPIVOT_RESULT_FILE'], 'w'))\n"
+    "print('done')\n"
+)
+
+
+@pytest.fixture
+def world(world, tmp_path, monkeypatch):
+    """The usual world plus a `runner-host` connection whose tasks each run under a Runner process."""
+    from clusters.backends import BACKENDS
+    from clusters.models import CloudConnection
+
+    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    runs_dir = tmp_path / "runner-runs"
+    connection = CloudConnection.objects.create(
+        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(runs_dir)}
+    )
+    connection.projects.add(world.alpha)
+    world.runs_dir = runs_dir
+    return world
+
+
+def test_a_result_the_server_refuses_is_recorded_once_and_the_task_still_ends(server, world):
+    document = local_spec(command=["python3", "-c", NUL_RESULT]) | {"cloud": "runner-host"}
+    task, _ = task_submit(user=world.bob, document=document)
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=40)
+    assert task.state == "SUCCEEDED", task.state_reason
+    assert task.result in (None, {})  # the refused result is not stored
+    refusals = list(task.events.filter(type="progress").values_list("message", flat=True))
+    assert len(refusals) == 1, refusals
+    assert "refused the Runner's result event" in refusals[0] and "NUL" in refusals[0]
+    attempt = task.attempts.get()
+    assert attempt.acked_seq == 3  # started, the stand-in for the result, exited
+    runner_log = (world.runs_dir / attempt.external_name / "runner.log").read_text()
+    assert runner_log.count("the server refused event 2") == 1, runner_log
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every request with `reply(handler)` and remembers each request's path and headers."""
+
+    seen: list
+    reply = None
+
+    def handle_any(self) -> None:
+        self.seen.append((self.command, self.path, dict(self.headers)))
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        type(self).reply(self)
+
+    do_GET = do_POST = handle_any
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def serve(reply) -> tuple[http.server.ThreadingHTTPServer, list]:
+    seen: list = []
+    handler = type("Handler", (Recorder,), {"seen": seen, "reply": staticmethod(reply)})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def test_the_runner_never_follows_a_redirect_with_its_credential(tmp_path: Path):
+    def elsewhere_reply(handler):
+        body = json.dumps({"argv": ["true"], "acked_seq": 0}).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    elsewhere, stolen = serve(elsewhere_reply)
+    target = f"http://127.0.0.1:{elsewhere.server_address[1]}"
+
+    def redirect_reply(handler):
+        handler.send_response(302)
+        handler.send_header("Location", target + handler.path)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    redirector, asked = serve(redirect_reply)
+    credential = tmp_path / "credential"
+    credential.write_text("cpr_secret-that-must-not-travel\n")
+    credential.chmod(0o600)
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            str(RUNNER_PROGRAM),
+            "--server-url",
+            f"http://127.0.0.1:{redirector.server_address[1]}",
+            "--credential-file",
+            str(credential),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        helpers.wait_for(lambda: len(asked) >= 2, timeout=20, what="the Runner to ask the redirecting server twice")
+        time.sleep(0.5)
+    finally:
+        runner.terminate()
+        output = runner.communicate(timeout=10)[0]
+        redirector.shutdown()
+        elsewhere.shutdown()
+    assert asked[0][2].get("Authorization") == "Bearer cpr_secret-that-must-not-travel"  # it did try the server
+    assert stolen == [], stolen  # the other port never heard from it, let alone saw the credential
+    assert "redirects are never followed" in output, output
+    assert "cpr_secret" not in output
