@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from cloudpivot import credentials
 from cloudpivot.accounts.models import Project
 from cloudpivot.common import BaseModel
 from clusters.choices import RAW, BackendKind, HealthStatus, SubjectKind
@@ -21,7 +23,7 @@ class CloudConnection(BaseModel):
         max_length=500,
         blank=True,
         help_text="Where the credentials live: a file path, or env:NAME for an environment variable.",
-    )
+    )  # only files under settings.CREDENTIALS_DIR, only variables CLOUDPIVOT_CLOUD_* (cloudpivot/credentials.py)
     options = models.JSONField(default=dict, blank=True, help_text="Backend-specific settings and defaults.")
     dispatch_enabled = models.BooleanField(default=True, help_text="Off: new tasks wait; running ones go on.")
     max_active_tasks = models.PositiveIntegerField(
@@ -39,6 +41,16 @@ class CloudConnection(BaseModel):
 
     def __str__(self) -> str:
         return self.cloud_id
+
+    def clean(self) -> None:
+        """Credentials and CA files only from the allowlisted places: anything else is a field error."""
+        super().clean()
+        try:
+            credentials.check_connection_sources(credentials_ref=self.credentials_ref, options=self.options)
+        except credentials.CredentialsNotAllowed as exc:
+            if exc.field.startswith("options."):
+                raise ValidationError({"options": f"{exc.field}: {exc.message}"}) from None
+            raise ValidationError({exc.field: exc.message}) from None
 
 
 class MetricSample(models.Model):

@@ -292,6 +292,8 @@ CLOUDPIVOT_OIDC_GROUP_PROVIDERS = env.list(
 # ---------------------------------------------------------------- CloudPivot
 # Where the local backend keeps one state directory per attempt (Runner outbox, program output).
 RUNS_DIR = Path(env.str("CLOUDPIVOT_RUNS_DIR", default=str(VAR_DIR / "runs")))
+# Cloud connections read credential and CA files only under this directory (docs/security.md).
+CREDENTIALS_DIR = Path(env.str("CLOUDPIVOT_CREDENTIALS_DIR", default=str(VAR_DIR / "credentials")))
 # The URL Runners use to reach this server; for the local backend, this host.
 RUNNER_SERVER_URL = env.str("CLOUDPIVOT_RUNNER_SERVER_URL", default=f"http://127.0.0.1:{env.int('PORT', 8000)}")
 RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", default=1.0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 from cloudpivot.settings.base import *  # noqa: F403
 from cloudpivot.settings.base import DATABASES, Q_CLUSTER, VAR_DIR
@@ -22,3 +24,5 @@ Q_CLUSTER["name"] = os.environ.get("CLOUDPIVOT_QUEUE_NAME", f"cloudpivot-test-{o
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 LOGGING = {"version": 1, "disable_existing_loggers": False}
+# The tests' token files (pytest's tmp_path) and the dev OpenStack's clouds.yaml live under the temp directory.
+CREDENTIALS_DIR = Path(os.environ.get("CLOUDPIVOT_CREDENTIALS_DIR", tempfile.gettempdir()))

@@ -230,8 +230,8 @@ def test_an_unreachable_api_is_transient(kube_connection):
 
 
 def test_credentials_from_an_env_var_or_a_kubeconfig(kube_connection, kube, monkeypatch, tmp_path):
-    monkeypatch.setenv("K3S_LAB_TOKEN", TOKEN)
-    kube_connection.credentials_ref = "env:K3S_LAB_TOKEN"
+    monkeypatch.setenv("CLOUDPIVOT_CLOUD_K3S_LAB_TOKEN", TOKEN)
+    kube_connection.credentials_ref = "env:CLOUDPIVOT_CLOUD_K3S_LAB_TOKEN"
     assert KubernetesBackend(kube_connection).health().ok
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(

@@ -26,6 +26,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from cloudpivot import credentials
 from clusters.backends.base import BackendError, ErrorKind
 from clusters.backends.kubernetes.labels import LABEL_INSTALLATION, label_value
 from clusters.models import CloudConnection
@@ -266,8 +267,9 @@ class KubeClient:
     def _configuration(self) -> k8s.Configuration:
         """Client settings from the connection. The one place a client is configured; tokens stay in memory."""
         cfg = k8s.Configuration()
-        mode, value = parse_credentials_ref(self.connection.credentials_ref)
         where = f"connection {self.connection.cloud_id}"
+        allowed_sources_or_error(self.connection, self.options)
+        mode, value = parse_credentials_ref(self.connection.credentials_ref)
         try:
             if mode == "kubeconfig":
                 k8s_config.load_kube_config(
@@ -294,6 +296,14 @@ class KubeClient:
             cfg.verify_ssl = False
         cfg.retries = 1
         return cfg
+
+
+def allowed_sources_or_error(connection: CloudConnection, options: dict[str, Any]) -> None:
+    """Credentials only from the allowlisted places (cloudpivot/credentials.py), or a BackendError saying so."""
+    try:
+        credentials.check_connection_sources(credentials_ref=connection.credentials_ref, options=options)
+    except credentials.CredentialsNotAllowed as exc:
+        raise BackendError(f"connection {connection.cloud_id}: {exc.field}: {exc.message}", kind="auth") from None
 
 
 def parse_credentials_ref(ref: str) -> tuple[str, str]:

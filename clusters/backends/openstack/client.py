@@ -29,6 +29,7 @@ import yaml
 from django.conf import settings
 from keystoneauth1 import exceptions as ks_exc
 
+from cloudpivot import credentials
 from clusters.backends.base import BackendError, ErrorKind
 from clusters.models import CloudConnection
 
@@ -186,7 +187,7 @@ class OpenStackClient:
 
     # ------------------------------------------------------------------ credentials
     def _connect(self) -> Any:
-        path = _resolve_path(self.connection.credentials_ref)
+        path = allowed_credentials_path(self.connection, self.options)
         timeout = float(self.options["api_timeout_seconds"])
         region = self.options["region"] or None
         try:
@@ -215,6 +216,17 @@ class OpenStackClient:
             )
         except openstack.exceptions.ConfigException as exc:
             raise BackendError(f"cannot use the cloud settings: {exc}", kind="auth") from None
+
+
+def allowed_credentials_path(connection: CloudConnection, options: dict[str, Any]) -> str:
+    """The credentials file to read, if it and the CA file come from the allowlisted places
+    (cloudpivot/credentials.py: files under CREDENTIALS_DIR, variables CLOUDPIVOT_CLOUD_*); else a BackendError."""
+    try:
+        credentials.check_connection_sources(credentials_ref=connection.credentials_ref, options=options)
+        path = _resolve_path(connection.credentials_ref)
+        return credentials.allowed_file(path) if path else ""
+    except credentials.CredentialsNotAllowed as exc:
+        raise BackendError(f"connection {connection.cloud_id}: {exc.field}: {exc.message}", kind="auth") from None
 
 
 def _resolve_path(ref: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 
+from cloudpivot import credentials
 from clusters.backends.base import BackendError
 
 RUNNER_DIR = "/etc/cloudpivot"
@@ -38,7 +39,11 @@ def user_data(options: dict[str, Any], bootstrap_secret: str) -> str:
     files: list[dict[str, str]] = []
     if options["ca_file"]:
         try:
-            ca = Path(options["ca_file"]).read_text()
+            ca_file = credentials.allowed_file(options["ca_file"], field="options.ca_file")
+        except credentials.CredentialsNotAllowed as exc:
+            raise BackendError(f"options.ca_file: {exc.message}", kind="auth") from None
+        try:
+            ca = Path(ca_file).read_text()
         except OSError as exc:
             raise BackendError(f"cannot read the CA file {options['ca_file']}: {exc}", kind="auth") from None
         files.append({"path": RUNNER_CA, "owner": "root:root", "permissions": "0644", "content": ca})
