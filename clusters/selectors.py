@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
@@ -30,3 +32,13 @@ def connection_for_user(*, user: AbstractBaseUser, cloud_id: str) -> CloudConnec
             errors=[{"field": "cloud", "message": f"unknown cloud '{cloud_id}'; clouds you may use: {available}"}],
         )
     return connection
+
+
+def connection_granted(*, connection_id: Any, project_id: Any) -> bool:
+    """Whether an admin grants this connection to this project (its *Projects*): what the project may use."""
+    return CloudConnection.objects.filter(pk=connection_id, projects=project_id).exists()
+
+
+def grant_withdrawn_words(*, cloud_id: str, project_slug: str) -> str:
+    """The one sentence for everything refused or stopped because a project lost its grant on a cloud."""
+    return f"project {project_slug} may no longer use {cloud_id} (an administrator removed its access)"

@@ -29,7 +29,7 @@ from cloudpivot.exceptions import (
 )
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from clusters.models import CloudConnection
-from clusters.selectors import connection_for_user
+from clusters.selectors import connection_for_user, connection_granted, grant_withdrawn_words
 from resources import dispatch, quotas
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
@@ -252,6 +252,9 @@ def instance_action(
 ) -> tuple[Operation, bool]:
     """Ask for one action on an instance (see ALLOWED_FROM); returns (operation, created)."""
     check_can_act(user=user, project=instance.project)
+    if not connection_granted(connection_id=instance.connection_id, project_id=instance.project_id):
+        words = grant_withdrawn_words(cloud_id=instance.connection.cloud_id, project_slug=instance.project.slug)
+        raise PermissionDenied(f"{words}; no action can be taken there", code="cloud_not_granted")
     digest = canonical_sha256({"instance": str(instance.pk), "action": action, **params})
     existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
     if existing:

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.selectors import connection_granted, grant_withdrawn_words
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
 from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, SnapshotStatus
@@ -79,6 +80,11 @@ def operation_run(*, operation_id: str) -> str:
         operation.started_at = operation.started_at or timezone.now()
         operation.save(update_fields=["state", "started_at", "updated_at"])
     runner = Runner(Operation.objects.select_related("instance", "snapshot", "project").get(pk=operation_id))
+    if not connection_granted(connection_id=runner.connection.pk, project_id=runner.operation.project_id):
+        # queued before an admin removed the project's grant on this cloud: refused, with the reason
+        words = grant_withdrawn_words(cloud_id=runner.connection.cloud_id, project_slug=runner.operation.project.slug)
+        runner.finish(OperationState.FAILED, kind="not_granted", message=f"refused: {words}")
+        return f"refused: {words}"
     try:
         result = runner.run()
     except OperationFailed as exc:

@@ -12,9 +12,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from cloudpivot.accounts.models import Role
+from cloudpivot.accounts.models import Project, Role
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import Conflict, PermissionDenied
+from clusters.models import CloudConnection
+from clusters.selectors import connection_granted, grant_withdrawn_words
 from tasks import dispatch
 from tasks.choices import TERMINAL, CleanupState, StopReason, TaskState
 from tasks.models import Task
@@ -31,18 +33,44 @@ def task_cancel(*, task_id: Any, user: AbstractBaseUser) -> Task:
         task_check_can_act(user=user, task=task)
         if task.state in TERMINAL:
             raise Conflict(f"the task already ended ({task.state}); nothing to cancel", code="task_finished")
-        if task.state in (TaskState.PENDING, TaskState.RETRY_WAIT):
-            task_transition(task=task, to=TaskState.CANCELLED, reason=f"cancelled by {user}")
-            return task
-        attempt = current_attempt(task)
-        if task.state != TaskState.CANCELLING:
-            if attempt is not None and not attempt.is_closed:
-                attempt_request_stop(
-                    task=task, attempt=attempt, reason=StopReason.CANCEL, message=f"cancel requested by {user}"
-                )
-            task_transition(task=task, to=TaskState.CANCELLING, reason=f"cancelled by {user}; stopping {attempt}")
-        attempt_stop_unstarted(task=task, attempt=attempt)
+        _cancel_locked(task, why=f"cancelled by {user}", asked=f"cancel requested by {user}")
     return task
+
+
+def _cancel_locked(task: Task, *, why: str, asked: str) -> None:
+    """The cancel itself, on a locked task that has not ended: `why` goes into the state change, `asked`
+    into the stop request the Runner or the cloud is given."""
+    if task.state in (TaskState.PENDING, TaskState.RETRY_WAIT):
+        task_transition(task=task, to=TaskState.CANCELLED, reason=why)
+        return
+    attempt = current_attempt(task)
+    if task.state != TaskState.CANCELLING:
+        if attempt is not None and not attempt.is_closed:
+            attempt_request_stop(task=task, attempt=attempt, reason=StopReason.CANCEL, message=asked)
+        task_transition(task=task, to=TaskState.CANCELLING, reason=f"{why}; stopping {attempt}")
+    attempt_stop_unstarted(task=task, attempt=attempt)
+
+
+def tasks_stop_for_withdrawn_grant(*, connection_id: Any, project_id: Any) -> int:
+    """A project lost its grant on a connection: its queued tasks and retries there end CANCELLED, its
+    running ones are stopped (CANCELLING, then CANCELLED), each with the reason in words. Returns how many.
+
+    Called when an admin removes the grant (tasks/receivers.py); the project may no longer use that cloud,
+    so nothing of it may start, retry or go on running there.
+    """
+    cloud_id = CloudConnection.objects.values_list("cloud_id", flat=True).get(pk=connection_id)
+    slug = Project.objects.values_list("slug", flat=True).get(pk=project_id)
+    why = "cancelled: " + grant_withdrawn_words(cloud_id=cloud_id, project_slug=slug)
+    open_tasks = Task.objects.filter(connection_id=connection_id, project_id=project_id).exclude(state__in=TERMINAL)
+    stopped = 0
+    for task_id in open_tasks.values_list("pk", flat=True):
+        with transaction.atomic():
+            task = task_lock(task_id)
+            if task.state in TERMINAL:
+                continue
+            _cancel_locked(task, why=why, asked=why)
+            stopped += 1
+    return stopped
 
 
 def task_retry(*, task_id: Any, user: AbstractBaseUser) -> Task:
@@ -50,6 +78,9 @@ def task_retry(*, task_id: Any, user: AbstractBaseUser) -> Task:
     with transaction.atomic():
         task = task_lock(task_id)
         task_check_can_act(user=user, task=task)
+        if not connection_granted(connection_id=task.connection_id, project_id=task.project_id):
+            words = grant_withdrawn_words(cloud_id=task.connection.cloud_id, project_slug=task.project.slug)
+            raise PermissionDenied(f"{words}; the task cannot run there again", code="cloud_not_granted")
         if task.state not in TERMINAL | {TaskState.UNKNOWN}:
             raise Conflict(
                 f"only a finished or UNKNOWN task can be retried; this one is {task.state}", code="task_not_finished"
