@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import logging
 from typing import Any
 
@@ -150,23 +151,76 @@ def log_read(
         chunks = chunks.filter(stream=stream)
     first = chunks.filter(**{f"{key}__lte": offset}).order_by(f"-{key}").values_list(key, flat=True).first()
     start = first if first is not None else offset
-    out = bytearray()
-    next_offset = offset
-    for begin, data in chunks.filter(**{f"{key}__gte": start}).order_by(key).values_list(key, "data").iterator():
-        data = bytes(data)
-        piece = data[max(0, offset - begin) :] if begin < offset else data
-        if begin + len(data) <= offset:
-            continue
-        room = limit - len(out)
-        out += piece[:room]
-        next_offset = max(offset, begin) + min(len(piece), room)
-        if len(out) >= limit:
+    rows = chunks.filter(**{f"{key}__gte": start}).order_by(key).values_list(key, "stream", "data")
+    for room in (limit, limit + 8):  # a page smaller than one character reads that character whole
+        pieces, size = _page(rows, offset=offset, limit=room)
+        complete = attempt.is_closed and size < room
+        text, next_offset = log_text(pieces, offset=offset, final=complete)
+        if next_offset > offset or size < room:
             break
     return {
         "attempt": attempt.number,
         "stream": stream or "all",
         "offset": offset,
         "next_offset": next_offset,
-        "data": out.decode("utf-8", errors="replace"),
-        "complete": attempt.is_closed and len(out) < limit,
+        "data": text,
+        "complete": complete,
     }
+
+
+def _page(rows: Any, *, offset: int, limit: int) -> tuple[list[tuple[int, str, bytes]], int]:
+    """The stored bytes from `offset` on, at most `limit`: (where each piece begins, its stream, its bytes)."""
+    pieces: list[tuple[int, str, bytes]] = []
+    size = 0
+    for begin, stream, data in rows.iterator():
+        data = bytes(data)
+        if begin + len(data) <= offset:
+            continue
+        piece = (data[offset - begin :] if begin < offset else data)[: limit - size]
+        pieces.append((max(offset, begin), stream, piece))
+        size += len(piece)
+        if size >= limit:
+            break
+    return pieces, size
+
+
+def log_text(pieces: list[tuple[int, str, bytes]], *, offset: int, final: bool) -> tuple[str, int]:
+    """The text of a page of log bytes, and where the next page starts.
+
+    A character is never cut in two (which would show as U+FFFD): each stream is decoded on its own
+    (so a stderr chunk between the two halves of a stdout character does no harm), leading bytes in
+    the middle of a character (a position picked by the caller) are skipped, and the bytes of a
+    character whose end is not read yet (cut by the page, or not yet written) are left for the next
+    page, unless the log is `final`: then they are what the program wrote, shown as U+FFFD. The next
+    page starts where the text stops (`offset` itself when not even one character is whole yet).
+    """
+    end = pieces[-1][0] + len(pieces[-1][2]) if pieces else offset
+    decoders: dict[str, Any] = {}
+    pending_from: dict[str, int] = {}  # stream → where its undecoded bytes begin
+    parts: list[tuple[int, str]] = []
+    for index, (begin, stream, data) in enumerate(pieces):
+        if index == 0 and offset > 0:
+            skip = _continuation_bytes(data)
+            begin, data = begin + skip, data[skip:]
+        decoder = decoders.setdefault(stream, codecs.getincrementaldecoder("utf-8")(errors="replace"))
+        parts.append((begin, decoder.decode(data)))
+        held = len(decoder.getstate()[0])
+        if not held:
+            pending_from.pop(stream, None)
+        elif held <= len(data):
+            pending_from[stream] = begin + len(data) - held
+        # else: still the same unfinished character as before; it began where pending_from says
+    if final or not pending_from:
+        return "".join(text for _, text in parts) + "".join(d.decode(b"", final=True) for d in decoders.values()), end
+    cut = min(pending_from.values())
+    if cut <= offset:  # not one whole character yet: wait for more bytes (or read a larger page)
+        return "", offset
+    return "".join(text for begin, text in parts if begin < cut), cut
+
+
+def _continuation_bytes(data: bytes) -> int:
+    """How many bytes at the start are the tail of a character that began before (at most 3)."""
+    count = 0
+    while count < min(3, len(data)) and 0x80 <= data[count] <= 0xBF:
+        count += 1
+    return count
