@@ -4,6 +4,8 @@ with the reason in words. Other projects on the same connection go on."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -34,7 +36,7 @@ def remove_alpha_in_the_admin(client, connection: CloudConnection, keep: list) -
         "endpoint": connection.endpoint,
         "scope": connection.scope,
         "credentials_ref": connection.credentials_ref,
-        "options": '{"runs_dir": "%s"}' % connection.options["runs_dir"],
+        "options": json.dumps(connection.options),
     }
     response = client.post(f"/admin/clusters/cloudconnection/{connection.pk}/change/", data)
     assert response.status_code == 302, response.context["adminform"].form.errors

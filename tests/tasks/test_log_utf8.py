@@ -22,7 +22,7 @@ def logs(api, task, **params):
 @pytest.mark.django_db
 def test_a_character_split_across_two_chunks_waits_for_its_second_half(world, api):
     task, attempt = running(world.bob)
-    write_log(attempt, "caf".encode() + "é".encode()[:1])  # the Runner read the file mid-character
+    write_log(attempt, b"caf" + "é".encode()[:1])  # the Runner read the file mid-character
     first = logs(api, task)
     assert first["data"] == "caf" and first["next_offset"] == 3 and "\ufffd" not in first["data"]
     write_log(attempt, "é".encode()[1:] + b" ok\n")
