@@ -299,6 +299,8 @@ RUNNER_SERVER_URL = env.str("CLOUDPIVOT_RUNNER_SERVER_URL", default=f"http://127
 RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", default=1.0)
 # Silence longer than this from a Runner makes its task UNKNOWN (never a silent re-run).
 RUNNER_HEARTBEAT_DEADLINE_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_DEADLINE_SECONDS", default=60.0)
+# A gone Runner (or host agent) is started again at most this often per attempt; then the attempt FAILS.
+RUNNER_RELAUNCH_LIMIT = env.int("CLOUDPIVOT_RUNNER_RELAUNCH_LIMIT", default=3)
 STOP_GRACE_SECONDS = env.float("CLOUDPIVOT_STOP_GRACE_SECONDS", default=5.0)
 # After a stop request, how long the Runner gets to stop the program before the backend stops it.
 STOP_WINDOW_SECONDS = env.float("CLOUDPIVOT_STOP_WINDOW_SECONDS", default=15.0)

@@ -82,9 +82,56 @@ def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observat
         state = "is not running" if observation.phase == "gone" else "still runs but does not report"
         return _suspect(attempt, f"no word from the Runner for {int(silent_for)} s; it {state}", observation)
     if observation.phase == "gone" and silent_for > 3 * settings.RUNNER_HEARTBEAT_SECONDS:
-        backend.ensure_started(attempt_ref(attempt))
-        return 1
+        return _relaunch(backend, attempt, now)
     return 0
+
+
+def relaunch_limit() -> int:
+    """How often a gone Runner (or host agent) is started again for one attempt: RUNNER_RELAUNCH_LIMIT, 3."""
+    return max(0, int(getattr(settings, "RUNNER_RELAUNCH_LIMIT", 3)))
+
+
+def _relaunch(backend: Any, attempt: Attempt, now: dt.datetime) -> int:
+    """Start the Runner of an attempt whose execution is gone again, a bounded number of times.
+
+    Each relaunch is an event on the task ("started again, 2 of 3"), and the next one waits as long
+    after it as the first waited after the last sign of life. A Runner that cannot stay up (a broken
+    state directory, a host that kills it) would otherwise be started every pass for ever: once the
+    limit is spent and the task is UNKNOWN (silent past the heartbeat deadline), what is left of the
+    program is stopped and the attempt ends FAILED with the reason.
+    """
+    earlier = list(
+        attempt.task.events.filter(type="runner_relaunched", data__attempt=attempt.number)
+        .order_by("-seq")
+        .values_list("created_at", flat=True)
+    )
+    limit = relaunch_limit()
+    if len(earlier) >= limit:
+        if attempt.task.state != TaskState.UNKNOWN:
+            return 0  # the heartbeat deadline makes it UNKNOWN first: a Runner may still come back
+        try:
+            backend.stop(attempt_ref(attempt))  # never leave a program running that nobody reports on
+        except BackendError as exc:
+            logger.warning("stopping %s before giving up failed: %s", attempt, exc.message)
+        why = (
+            f"the execution is gone and its Runner, started again {len(earlier)} times, never stayed up; "
+            "giving up on this attempt"
+        )
+        failed = Observation(attempt.external_name, exists=False, phase="failed", reason=why)
+        return _finish(attempt, why, observation=failed)
+    if earlier and (now - earlier[0]).total_seconds() <= 3 * settings.RUNNER_HEARTBEAT_SECONDS:
+        return 0
+    backend.ensure_started(attempt_ref(attempt))
+    with transaction.atomic():
+        task, locked = lock_task_and_attempt(attempt)
+        if not locked.is_closed:
+            event_append(
+                task=task,
+                type="runner_relaunched",
+                message=f"the Runner was not running; started it again ({len(earlier) + 1} of {limit})",
+                data={"attempt": locked.number},
+            )
+    return 1
 
 
 def _cloud_verdict(backend: Any, attempt: Attempt, observation: Observation) -> int:
