@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cloudpivot.exceptions import ApplicationError, CloudUnavailable
+from cloudpivot.exceptions import ApplicationError, CloudUnavailable, PermissionDenied
 from clusters.backends import get_backend
 from clusters.backends.base import BackendError
 from clusters.inventory import cloud_inventory
@@ -52,14 +52,17 @@ def inventory_kinds(connection: CloudConnection) -> tuple[str, ...]:
         return ()
 
 
-def cloud_inventory_tables(*, connection: CloudConnection) -> CloudInventory:
+def cloud_inventory_tables(*, connection: CloudConnection, read: Any = cloud_inventory) -> CloudInventory:
+    """The tables; `read(connection=, kind=)` answers one kind (the page passes what its user may see)."""
     kinds = inventory_kinds(connection)
     if not kinds:
         return CloudInventory(error=f"the {connection.get_backend_display()} backend has no inventory to show")
     found = CloudInventory()
     for kind in kinds:
         try:
-            answer = cloud_inventory(connection=connection, kind=kind)
+            answer = read(connection=connection, kind=kind)
+        except PermissionDenied:  # a cloud-wide kind, for administrators: not shown to this user at all
+            continue
         except CloudUnavailable as exc:
             if not found.tables:  # not even the first kind: the cloud is down, say it once
                 found.error = f"{exc.message}; the inventory could not be read"

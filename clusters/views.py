@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -13,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from clusters.health import connections_check
 from clusters.inventory_tables import cloud_inventory_tables, inventory_kinds
 from clusters.metrics.series import cloud_charts
+from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
 from tasks.choices import STATE_BADGE, TaskState
 from tasks.portal import connections_with_load
@@ -53,8 +56,11 @@ def cloud_detail(request: HttpRequest, cloud_id: str) -> HttpResponse:
 def cloud_inventory(request: HttpRequest, cloud_id: str) -> HttpResponse:
     """The inventory panel, loaded after the page (htmx) so a slow cloud never holds the page back."""
     cloud = _visible_cloud(request, cloud_id)
+    read = partial(inventory_visible, user=request.user)  # readers: their projects' objects; cloud-wide: admins
     return render(
-        request, "clusters/_inventory.html", {"cloud": cloud, "inventory": cloud_inventory_tables(connection=cloud)}
+        request,
+        "clusters/_inventory.html",
+        {"cloud": cloud, "inventory": cloud_inventory_tables(connection=cloud, read=read)},
     )
 
 

@@ -4,11 +4,12 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from cloudpivot.accounts.selectors import projects_visible_to
-from cloudpivot.exceptions import NotFound
+from cloudpivot.exceptions import NotFound, PermissionDenied
 from clusters import inventory
 from clusters.api.serializers import CloudConnectionSerializer, SeriesQuerySerializer
 from clusters.choices import SubjectKind
 from clusters.metrics.series import RESOLUTION_NAMES, series_get
+from clusters.metrics.visibility import inventory_visible, metrics_visible, sees_whole_cloud
 from clusters.models import CloudConnection
 from clusters.selectors import connections_visible_to
 
@@ -25,10 +26,14 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
             return CloudConnection.objects.none()
         return connections_visible_to(user=self.request.user)
 
-    @extend_schema(responses={200: dict}, summary="Inventory of one kind (Kubernetes: nodes, namespaces, pvcs, pods)")
+    @extend_schema(
+        responses={200: dict},
+        summary="Inventory of one kind (Kubernetes: nodes, namespaces, pvcs, pods); "
+        "users see their projects' pods, servers and images, cloud-wide kinds are for admins",
+    )
     @action(detail=True, methods=["get"], url_path=r"resources/(?P<kind>[a-z0-9_-]+)")
     def resources(self, request, cloud_id=None, kind=None):
-        return Response(inventory.cloud_inventory(connection=self.get_object(), kind=kind))
+        return Response(inventory_visible(user=request.user, connection=self.get_object(), kind=kind))
 
     @extend_schema(
         parameters=[SeriesQuerySerializer],
@@ -39,7 +44,7 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
     def metrics(self, request, cloud_id=None):
         connection = self.get_object()
         if "metric" not in request.query_params:
-            return Response(inventory.cloud_metrics(connection=connection))
+            return Response(metrics_visible(user=request.user, connection=connection))
         query = SeriesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
@@ -75,7 +80,9 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
 def _check_subject_visible(user, connection: CloudConnection, kind: str, key: str | None) -> None:
     """A project's or an instance's figures are for those who see it (nodes and the cloud's own: its users).
 
-    Foreign and missing subjects get the same 404."""
+    Foreign and missing subjects get the same 404; a node's figures are cloud-wide, for admins only."""
+    if kind == SubjectKind.NODE and not sees_whole_cloud(user):
+        raise PermissionDenied("node figures are cloud-wide: only administrators see them", code="admins_only")
     if kind == SubjectKind.PROJECT and not projects_visible_to(user=user).filter(slug=key).exists():
         raise NotFound(f"project {key} not found")
     if kind == SubjectKind.INSTANCE:

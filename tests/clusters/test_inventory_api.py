@@ -16,16 +16,23 @@ def with_node(kube):
     )
 
 
-def test_members_see_the_inventory_of_their_clouds(api, kube_connection, with_node):
+def test_cloud_wide_kinds_are_for_admins_and_members_are_told_so(api, kube_connection, with_node, world):
     for user in ("alice", "bob", "rita"):
-        answer = api(user).get("/api/v1/clouds/k3s-lab/resources/nodes")
-        assert answer.status_code == 200, answer.content
-        assert answer.json()["count"] == 1
-        assert answer.json()["items"][0]["allocatable"] == {"cpu": "3500m"}
+        for kind in ("nodes", "namespaces"):
+            answer = api(user).get(f"/api/v1/clouds/k3s-lab/resources/{kind}")
+            assert answer.status_code == 403, answer.content
+            assert answer.json()["code"] == "admins_only"
+            assert f"the {kind} of the k3s-lab cloud are cloud-wide" in answer.json()["message"]
+    world.alice.is_staff = True
+    world.alice.save()
+    answer = api("alice").get("/api/v1/clouds/k3s-lab/resources/nodes")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["count"] == 1
+    assert answer.json()["items"][0]["allocatable"] == {"cpu": "3500m"}
 
 
 def test_a_cloud_the_user_may_not_use_is_404(api, kube_connection):
-    for path in ("resources/nodes", "metrics"):
+    for path in ("resources/nodes", "resources/pods", "metrics"):
         answer = api("charlie").get(f"/api/v1/clouds/k3s-lab/{path}")
         assert answer.status_code == 404
     assert api(None).get("/api/v1/clouds/k3s-lab/resources/nodes").status_code in (401, 403)
@@ -39,7 +46,7 @@ def test_an_unknown_kind_is_404_with_the_kinds_there_are(api, kube_connection):
 
 
 def test_the_local_cloud_has_no_inventory_and_no_metrics(api, world):
-    answer = api("bob").get("/api/v1/clouds/local/resources/nodes")
+    answer = api("bob").get("/api/v1/clouds/local/resources/pods")
     assert answer.status_code == 404
     assert "no inventory for the local cloud" in answer.json()["message"]
     metrics = api("bob").get("/api/v1/clouds/local/metrics")
@@ -57,11 +64,20 @@ def test_metrics_say_clearly_when_the_cluster_serves_none(api, kube, kube_connec
     assert "metrics API not available on this cluster" in answer.json()["message"]
     kube.configure(metrics_served=True, node_metrics=[{"name": "node-1", "usage": {"cpu": "1", "memory": "2Gi"}}])
     served = api("bob").get("/api/v1/clouds/k3s-lab/metrics").json()
-    assert served["available"] is True and served["nodes"][0]["memory"] == "2Gi" and served["pods"] == []
+    assert served["available"] is True and served["nodes"] == [] and served["pods"] == []
+    assert served["nodes_hidden"] == "node figures are shown to administrators only"
+
+
+def test_admins_see_node_figures(api, kube, kube_connection, world):
+    kube.configure(metrics_served=True, node_metrics=[{"name": "node-1", "usage": {"cpu": "1", "memory": "2Gi"}}])
+    world.alice.is_staff = True
+    world.alice.save()
+    served = api("alice").get("/api/v1/clouds/k3s-lab/metrics").json()
+    assert served["nodes"][0]["memory"] == "2Gi"
 
 
 def test_a_refusing_cloud_is_a_502_in_words(api, kube, kube_connection):
     kube.configure(permissions=set())
-    answer = api("bob").get("/api/v1/clouds/k3s-lab/resources/nodes")
+    answer = api("bob").get("/api/v1/clouds/k3s-lab/resources/pods")
     assert answer.status_code == 502
     assert answer.json()["code"] == "cloud_refused" and "403 Forbidden" in answer.json()["message"]

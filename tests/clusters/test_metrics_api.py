@@ -41,6 +41,8 @@ def test_a_series_of_the_last_day_oldest_first(api, world):
 
 
 def test_a_range_and_resolution_and_a_node(api, world):
+    world.bob.is_staff = True  # node figures are cloud-wide: for admins (tests/clusters/test_inventory_visibility.py)
+    world.bob.save()
     start = timezone.now() - dt.timedelta(days=3)
     put(world, "cpu_used_cores", [0.5, 1.5], kind="node", key="node-1", resolution=900, start=start)
     answer = api("bob").get(

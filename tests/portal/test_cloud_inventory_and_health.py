@@ -25,9 +25,11 @@ def test_the_cloud_page_loads_its_inventory_after_the_page(pages, kube, kube_con
     assert 'hx-get="/clouds/k3s-lab/inventory"' in page and "placeholder" not in page
 
 
-def test_the_inventory_shows_a_table_per_kind_the_cluster_offers(pages, kube, kube_connection):
+def test_the_inventory_shows_a_table_per_kind_the_cluster_offers(pages, kube, kube_connection, world):
     kube.put(NODES, None, NODE)
-    response = pages("rita").get("/clouds/k3s-lab/inventory")  # a reader sees what the API shows her
+    world.rita.is_staff = True  # an administrator: cloud-wide kinds too
+    world.rita.save()
+    response = pages("rita").get("/clouds/k3s-lab/inventory")
     assert response.status_code == 200
     inventory = response.context["inventory"]
     assert [t.kind for t in inventory.tables] == ["nodes", "namespaces", "pvcs", "pods"] and not inventory.error
@@ -41,6 +43,13 @@ def test_the_inventory_shows_a_table_per_kind_the_cluster_offers(pages, kube, ku
     assert 'data-inventory="nodes"' in content and "gpu-node-7" in content
     assert "Ready=True, DiskPressure=False" in content  # a node's conditions in words, not a dict
     assert "cpu: 7500m, nvidia.com/gpu: 2" in content  # allocatable, as the cluster says it
+
+
+def test_a_reader_sees_what_the_api_shows_her_and_no_cloud_wide_kinds(pages, kube, kube_connection):
+    kube.put(NODES, None, NODE)
+    response = pages("rita").get("/clouds/k3s-lab/inventory")
+    assert [t.kind for t in response.context["inventory"].tables] == ["pvcs", "pods"]
+    assert "gpu-node-7" not in response.content.decode()
 
 
 def test_a_cloud_that_does_not_answer_says_so_in_words(pages, world, token_file):
