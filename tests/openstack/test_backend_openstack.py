@@ -291,6 +291,9 @@ def test_the_inventory_shows_flavors_images_servers_and_quota_usage(os_live, api
     servers = client.get("/api/v1/clouds/os-dev/resources/servers").json()
     ours = {s["name"]: s for s in servers["items"]}  # this session's servers (earlier tests' may remain)
     assert ours[server.name]["task"] == str(task.pk) and ours[server.name]["status"] == "ACTIVE"
+    assert client.get("/api/v1/clouds/os-dev/resources/quotas").status_code == 403  # the tenant's: for admins
+    os_live.world.alice.is_staff = True
+    os_live.world.alice.save()
     quotas = {q["resource"]: q for q in client.get("/api/v1/clouds/os-dev/resources/quotas").json()["items"]}
     assert quotas["instances"]["used"] >= 1 and quotas["instances"]["limit"] >= 1
     volumes = client.get("/api/v1/clouds/os-dev/resources/volumes")
