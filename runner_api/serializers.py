@@ -11,6 +11,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
+from cloudpivot.api import flatten_errors
 from tasks.models import LogStream
 from tasks.services.runner_reports import EVENT_TYPES
 
@@ -189,19 +190,57 @@ class SyncAgentSerializer(serializers.Serializer):
     pid = serializers.IntegerField(required=False, allow_null=True, default=None)
 
 
+def stand_in_event(seq: int, kind: Any, problems: list[dict[str, str]]) -> dict[str, Any]:
+    """What is applied in place of an event the server cannot take (what the v1 Runner sends itself):
+    the refusal in words, at the same seq; an `exited` or `lost` stays itself, without its data."""
+    kind = kind if kind in EVENT_TYPES else "unknown"
+    first = problems[0] if problems else {"field": "", "message": "invalid"}
+    note = f"the server refused the {kind} event: {first['field']}: {first['message']}"[:MAX_TEXT]
+    if kind == "exited":
+        return {"seq": seq, "type": "exited", "time": "", "data": {"exit_code": None, "signal": None, "reason": note}}
+    if kind == "lost":
+        return {"seq": seq, "type": "lost", "time": "", "data": {"reason": note}}
+    return {"seq": seq, "type": "progress", "time": "", "data": {"message": note, "fraction": None}}
+
+
+class SyncEventsField(serializers.ListField):
+    """v2 events: one the server cannot take becomes its stand-in instead of refusing the request.
+
+    A host agent reports every attempt of its host in one request and retries a refused one as it is,
+    so a 400 for one program's bad result would stop the reports of all of them for ever. Only an event
+    without a usable seq refuses the batch (an honest agent never sends one).
+    """
+
+    child = serializers.DictField()
+
+    def to_internal_value(self, data: Any) -> list[dict[str, Any]]:
+        raw = super().to_internal_value(data)
+        if len(raw) > 1000:
+            raise serializers.ValidationError("at most 1000 events per batch")
+        events = []
+        for index, item in enumerate(raw):
+            event = RunnerEventSerializer(data=item)
+            if event.is_valid():
+                events.append(dict(event.validated_data))
+                continue
+            seq = item.get("seq")
+            if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_INT:
+                raise serializers.ValidationError({index: event.errors})
+            events.append(stand_in_event(seq, item.get("type"), flatten_errors(event.errors)))
+        return events
+
+
 class SyncAttemptSerializer(serializers.Serializer):
     attempt = serializers.CharField(max_length=63)
-    events = RunnerEventSerializer(many=True, required=False, default=list)
+    events = SyncEventsField(required=False, default=list)
     logs = LogsInputSerializer(many=True, required=False, default=list)
     usage = StorableJSONField(required=False, default=dict, max_bytes=MAX_USAGE_BYTES)
-
-    def validate_events(self, value):
-        return EventsInputSerializer.validate_events(self, value)
 
 
 class SyncInputSerializer(serializers.Serializer):
     protocol = serializers.ChoiceField(choices=[2])
-    agent = SyncAgentSerializer(required=False, default=dict)
+    # Without "agent", the same defaults as an empty one (not a bare {}: the view reads agent["name"]).
+    agent = SyncAgentSerializer(required=False, default=lambda: {"name": "", "boot_id": "", "version": "", "pid": None})
     known = serializers.ListField(
         child=serializers.CharField(max_length=63), required=False, default=list, max_length=10000
     )

@@ -130,13 +130,34 @@ def test_a_heartbeat_the_database_could_not_store_is_a_400(attempt, body, field)
     assert response.json()["errors"][0]["field"] == field
 
 
-def test_a_sync_report_with_a_bad_event_is_a_400_naming_the_attempt_and_field(attempt):
+def test_a_sync_event_the_database_could_not_store_is_replaced_by_its_refusal_not_the_batch(attempt):
+    """A host agent reports every attempt in one request: one program's bad result must not stop the others."""
     body = {
         "protocol": 2,
-        "attempts": [{"attempt": attempt.external_name, "events": [ev(1, "result", summary="\x00")]}],
+        "attempts": [
+            {
+                "attempt": attempt.external_name,
+                "events": [
+                    ev(1, "started", pid=4),
+                    ev(2, "result", summary={"text": "a\x00b"}),
+                    ev(3, "exited", exit_code=900),
+                ],
+            }
+        ],
     }
     response = runner(attempt).generic("POST", "/runner/v2/sync", json.dumps(body), content_type="application/json")
-    assert response.status_code == 400, response.content
-    assert response.json()["errors"][0]["field"] == "attempts.0.events.0.data"
-    attempt.refresh_from_db()
-    assert attempt.acked_seq == 0
+    assert response.status_code == 200, response.content
+    assert response.json()["attempts"][attempt.external_name]["acked_seq"] == 3
+    task = Task.objects.get(pk=attempt.task_id)
+    assert task.result in (None, {})
+    refusal = task.events.get(type="progress").message
+    assert refusal == "the server refused the result event: data: a text holds a NUL character (\\u0000)"
+    assert task.state == "FAILED"  # the exited stand-in ends the attempt, without the impossible exit code
+    assert "the server refused the exited event: data.exit_code" in task.state_reason
+
+
+def test_a_sync_event_without_a_usable_seq_refuses_the_batch(attempt):
+    body = {"protocol": 2, "attempts": [{"attempt": attempt.external_name, "events": [ev(0, "started")]}]}
+    response = runner(attempt).generic("POST", "/runner/v2/sync", json.dumps(body), content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "attempts.0.events.0.seq"

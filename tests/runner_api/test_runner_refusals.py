@@ -133,3 +133,18 @@ def test_the_runner_never_follows_a_redirect_with_its_credential(tmp_path: Path)
     assert stolen == [], stolen  # the other port never heard from it, let alone saw the credential
     assert "redirects are never followed" in output, output
     assert "cpr_secret" not in output
+
+
+def test_the_host_agent_goes_on_when_one_programs_result_cannot_be_stored(live, world):
+    """`local`: the agent reports every attempt in one request; one bad result must not block the others."""
+    from tasks.models import Task
+
+    bad, _ = task_submit(user=world.bob, document=local_spec(command=["python3", "-c", NUL_RESULT]))
+    good, _ = task_submit(user=world.bob, document=local_spec(command=["python3", "-c", "print('fine')"]))
+    for task in (bad, good):
+        task = helpers.drive(Task.objects.get(pk=task.pk), {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=40)
+        assert task.state == "SUCCEEDED", task.state_reason
+    bad.refresh_from_db()
+    assert bad.result in (None, {})
+    [refusal] = bad.events.filter(type="progress").values_list("message", flat=True)
+    assert refusal.startswith("the server refused the result event: data: a text holds a NUL character")
