@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from clusters.health import connections_check
 from clusters.inventory_tables import cloud_inventory_tables, inventory_kinds
 from clusters.metrics.series import cloud_charts
-from clusters.metrics.visibility import inventory_visible
+from clusters.metrics.visibility import inventory_visible, sees_whole_cloud
 from clusters.selectors import connections_visible_to
 from tasks.choices import STATE_BADGE, TaskState
 from tasks.portal import connections_with_load
@@ -45,7 +45,7 @@ def cloud_detail(request: HttpRequest, cloud_id: str) -> HttpResponse:
         "cloud": cloud,
         "by_state": by_state,
         "recent": visible.order_by("-created_at")[:10],
-        "charts": cloud_charts(connection=cloud),
+        "charts": cloud_charts(connection=cloud, with_nodes=sees_whole_cloud(request.user)),
         "has_inventory": bool(inventory_kinds(cloud)),
     }
     return render(request, "clusters/cloud_detail.html", context)

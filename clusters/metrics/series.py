@@ -84,8 +84,9 @@ NODE_CHARTS = [
 MAX_NODE_CHARTS = 4
 
 
-def cloud_charts(*, connection: CloudConnection, hours: float = 24) -> list[Chart]:
-    """The cloud page's charts over the last `hours`: connection figures, then CPU/memory of a few nodes."""
+def cloud_charts(*, connection: CloudConnection, hours: float = 24, with_nodes: bool = True) -> list[Chart]:
+    """The cloud page's charts over the last `hours`: connection figures, then CPU/memory of a few nodes
+    (`with_nodes`: nodes are cloud-wide, for admins; see clusters/metrics/visibility.py)."""
     now = timezone.now()
     since = now - dt.timedelta(hours=hours)
     resolution = resolution_for(since, now)
@@ -94,7 +95,8 @@ def cloud_charts(*, connection: CloudConnection, hours: float = 24) -> list[Char
         points = series_get(connection=connection, metric=metric, since=since, resolution=resolution).points
         if points:
             charts.append(Chart(title, unit, points, scale))
-    for node in subjects_sampled(connection=connection, subject_kind=SubjectKind.NODE, since=since)[:MAX_NODE_CHARTS]:
+    nodes = subjects_sampled(connection=connection, subject_kind=SubjectKind.NODE, since=since) if with_nodes else []
+    for node in nodes[:MAX_NODE_CHARTS]:
         charts += _subject_charts(connection, SubjectKind.NODE, node, since, resolution, suffix=f" on {node}")
     return charts
 

@@ -67,3 +67,28 @@ def test_node_series_are_for_admins(api, kube_connection, world):
     world.alice.is_staff = True
     world.alice.save()
     assert api("alice").get(path).status_code == 200
+
+
+def test_the_cloud_page_charts_nodes_for_admins_only(pages, world):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from clusters.models import MetricSample
+
+    start = timezone.now() - dt.timedelta(minutes=5)
+    MetricSample.objects.bulk_create(
+        MetricSample(
+            connection=world.local,
+            subject_kind="node",
+            subject_key="node-1",
+            metric="cpu_used_cores",
+            value=value,
+            timestamp=start + dt.timedelta(minutes=i),
+        )
+        for i, value in enumerate([0.5, 1.5, 1.0])
+    )
+    assert "CPU in use on node-1" not in pages("rita").get("/clouds/local/").content.decode()
+    world.rita.is_staff = True
+    world.rita.save()
+    assert "CPU in use on node-1" in pages("rita").get("/clouds/local/").content.decode()
