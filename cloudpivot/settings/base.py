@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "tasks",
     "resources",
     "orphans",
+    "notifications",
     "runner_api",
 ]
 
@@ -244,6 +245,11 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
 }
+# The event feed and webhooks (docs/api.md, docs/webhooks.md): how long feed entries are kept, and whether
+# webhooks may be delivered to loopback, private or link-local addresses (refused by default: SSRF).
+EVENT_FEED_RETENTION_DAYS = env.int("CLOUDPIVOT_EVENT_FEED_RETENTION_DAYS", default=30)
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("CLOUDPIVOT_WEBHOOK_ALLOW_PRIVATE_TARGETS", default=False)
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "CloudPivot API",
     "DESCRIPTION": "Batch tasks and cloud resources on Kubernetes and OpenStack.",
@@ -252,6 +258,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation's error answers (cloudpivot/openapi.py); the task document as its own component.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "cloudpivot.openapi.add_error_responses",
+    ],
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Bodies are documented as JSON (and YAML where a view takes it); the form parsers serve the browsable API.
+    "PARSER_WHITELIST": ["cloudpivot.parsers.BoundedJSONParser", "cloudpivot.parsers.YAMLParser"],
 }
 
 # ---------------------------------------------------------------- allauth

@@ -1,0 +1,13 @@
+from django.urls import re_path
+from rest_framework.routers import SimpleRouter
+
+from notifications.api.views import FeedView, WebhookEndpointViewSet
+
+app_name = "notifications-api"
+router = SimpleRouter()
+router.trailing_slash = "/?"
+router.register("webhooks", WebhookEndpointViewSet, basename="webhook")
+urlpatterns = [
+    re_path(r"^events/?$", FeedView.as_view(), name="feed"),  # like the routers: with or without a slash
+    *router.urls,
+]
