@@ -101,6 +101,7 @@ WRITE_ERRORS: list[tuple[str, str, tuple[int, ...]]] = [
     ("GET", r"^/api/v1/instances/\{id\}/console/$", (409, 422, 502, 503)),
     ("POST", r"^/api/v1/snapshots/\{id\}/restore/$", (403, 409, 422, 502, 503)),
     ("DELETE", r"^/api/v1/snapshots/\{id\}/$", (403, 409)),
+    ("POST", r"^/api/v1/webhooks/$", (403,)),
     ("GET", r"^/api/v1/clouds/\{cloud_id\}/(resources/\{kind\}|metrics|capabilities)/$", (502, 503)),
 ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from notifications.models import FeedEvent, FeedSequence, WebhookDelivery, WebhookEndpoint
+from notifications.models import EmailPreference, FeedEvent, FeedSequence, WebhookDelivery, WebhookEndpoint
 from notifications.webhooks import delivery_redeliver, new_secret, target_refusal
 
 
@@ -58,3 +58,9 @@ class FeedEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(EmailPreference)
+class EmailPreferenceAdmin(admin.ModelAdmin):
+    list_display = ["user", "task_end", "operation_failed"]
+    list_filter = ["task_end", "operation_failed"]

@@ -108,3 +108,29 @@ class WebhookDelivery(BaseModel):
     def webhook_id(self) -> str:
         """The Standard Webhooks `webhook-id`: the same on every retry, so receivers de-duplicate by it."""
         return f"msg_{self.id.hex}"
+
+
+class TaskEndMail(models.TextChoices):
+    NONE = "none", "never"
+    ALL = "all", "when my tasks end"
+    FAILURES = "failures", "when my tasks end other than SUCCEEDED"
+
+
+class EmailPreference(models.Model):
+    """What a user asked to be emailed about (nothing until they opt in)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_preference")
+    task_end = models.CharField(max_length=16, choices=TaskEndMail.choices, default=TaskEndMail.NONE)
+    operation_failed = models.BooleanField(default=False, help_text="Email when an instance operation I asked fails.")
+
+    def __str__(self) -> str:
+        return f"{self.user}: tasks {self.task_end}, operations {'on' if self.operation_failed else 'off'}"
+
+
+class MailCursor(models.Model):
+    """The single row saying up to which feed position emails were considered."""
+
+    last_position = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"mail at {self.last_position}"

@@ -76,7 +76,7 @@ def target_refusal(url: str) -> str | None:
 def _admin_project(*, user: AbstractBaseUser, slug: str) -> Project:
     project = projects_visible_to(user=user).filter(slug=slug).first()
     if project is None:
-        raise NotFound(f"project {slug} not found", errors=[{"field": "project", "message": "not found"}])
+        raise InvalidSpec(f"project: no project {slug} of yours", errors=[{"field": "project", "message": "not found"}])
     if project_role(user=user, project=project) != Role.ADMIN:
         raise PermissionDenied(f"only an admin of {slug} may manage its webhooks")
     return project

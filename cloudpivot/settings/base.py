@@ -250,6 +250,12 @@ REST_FRAMEWORK = {
 EVENT_FEED_RETENTION_DAYS = env.int("CLOUDPIVOT_EVENT_FEED_RETENTION_DAYS", default=30)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("CLOUDPIVOT_WEBHOOK_ALLOW_PRIVATE_TARGETS", default=False)
 
+# Email (notifications/mail.py: a task's end, a failed operation, for users who opted in), e.g.
+# EMAIL_URL=smtp+tls://user:password@smtp.example.org:587; the site URL makes the links in mails absolute.
+vars().update(env.email_url("EMAIL_URL", default="smtp://localhost:25"))
+DEFAULT_FROM_EMAIL = env.str("CLOUDPIVOT_MAIL_FROM", default="CloudPivot <cloudpivot@localhost>")
+CLOUDPIVOT_SITE_URL = env.str("CLOUDPIVOT_SITE_URL", default="http://127.0.0.1:8000")
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "CloudPivot API",
     "DESCRIPTION": "Batch tasks and cloud resources on Kubernetes and OpenStack.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from notifications.models import DeliveryState, FeedEvent, WebhookDelivery, WebhookEndpoint
+from notifications.models import DeliveryState, EmailPreference, FeedEvent, WebhookDelivery, WebhookEndpoint
 
 MAX_WAIT_SECONDS = 30
 
@@ -117,3 +117,13 @@ class WebhookDeliverySerializer(serializers.ModelSerializer):
             "delivered_at",
         ]
         read_only_fields = fields
+
+
+class EmailPreferenceSerializer(serializers.ModelSerializer):
+    """What you are emailed about (to your account's address); nothing until you ask."""
+
+    email = serializers.EmailField(source="user.email", read_only=True)
+
+    class Meta:
+        model = EmailPreference
+        fields = ["email", "task_end", "operation_failed"]

@@ -13,6 +13,7 @@ from cloudpivot.exceptions import NotFound
 from notifications import webhooks
 from notifications.api.serializers import (
     DeliveryQuerySerializer,
+    EmailPreferenceSerializer,
     FeedPageSerializer,
     FeedQuerySerializer,
     WebhookDeliverySerializer,
@@ -22,7 +23,7 @@ from notifications.api.serializers import (
     WebhookEndpointUpdateSerializer,
 )
 from notifications.feed import FeedFilter, entry_document, feed_page
-from notifications.models import WebhookEndpoint
+from notifications.models import EmailPreference, WebhookEndpoint
 
 
 class FeedView(APIView):
@@ -143,3 +144,21 @@ class WebhookEndpointViewSet(viewsets.GenericViewSet):
             raise NotFound(f"delivery {delivery_id} not found")
         delivery = webhooks.delivery_redeliver(delivery=delivery)
         return Response(WebhookDeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
+
+
+class EmailPreferenceView(APIView):
+    """Your email notifications: `task_end` none|all|failures, `operation_failed` true|false."""
+
+    def preference(self, request: Request) -> EmailPreference:
+        return EmailPreference.objects.filter(user=request.user).first() or EmailPreference(user=request.user)
+
+    @extend_schema(responses={200: EmailPreferenceSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(EmailPreferenceSerializer(self.preference(request)).data)
+
+    @extend_schema(request=EmailPreferenceSerializer, responses={200: EmailPreferenceSerializer})
+    def put(self, request: Request) -> Response:
+        data = EmailPreferenceSerializer(self.preference(request), data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        data.save()
+        return Response(data.data)
