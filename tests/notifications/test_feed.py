@@ -146,3 +146,57 @@ def test_it_replays_the_same_feed_from_cursor_zero_after_a_server_restart(transa
     assert [(e["task"], e["data"]["task_seq"], e["message"]) for e in after] == [
         (str(e.task_id), e.seq, e.message) for e in stored
     ]
+
+
+def test_a_follower_misses_nothing_while_transactions_commit_out_of_order(transactional_db, world):
+    """Writers hold their transactions open for random times, so entries commit in another order than they
+    were written; a follower paging by cursor meanwhile still ends with every entry, once each."""
+    import random
+
+    from django.db import connection, transaction
+
+    from notifications.feed import FeedFilter, feed_page
+
+    stop = threading.Event()
+    followed: list[int] = []
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        chance = random.Random(seed)
+        try:
+            for _ in range(6):
+                with transaction.atomic():
+                    builders.submit(world.bob)
+                    time.sleep(chance.uniform(0, 0.2))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def follower() -> None:
+        cursor = 0
+        try:
+            while True:
+                finished = stop.is_set()
+                rows, cursor, _ = feed_page(user=world.rita, where=FeedFilter(), after=cursor, limit=1000)
+                followed.extend(row.position for row in rows)
+                if finished and not rows:
+                    return
+                time.sleep(0.01)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=follower)
+    reader.start()
+    writers = [threading.Thread(target=writer, args=(seed,)) for seed in range(3)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join(timeout=120)
+    stop.set()
+    reader.join(timeout=60)
+    assert not errors, errors
+    stored = list(FeedEvent.objects.order_by("position").values_list("position", flat=True))
+    assert followed == stored and len(stored) == TaskEvent.objects.count() > 0
