@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -24,6 +24,14 @@ from notifications.capture import operations_capture
 from notifications.models import FeedEvent, FeedSequence
 
 SEQUENCE_BATCH = 5000
+NUMBER_BATCH = """
+UPDATE notifications_feedevent SET position = %s + numbered.rn
+FROM (
+    SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM notifications_feedevent
+    WHERE position IS NULL AND id <= %s
+) AS numbered
+WHERE notifications_feedevent.id = numbered.id
+"""
 WAIT_STEP_SECONDS = 0.25
 CAPTURE_EVERY_SECONDS = 1.0
 
@@ -46,14 +54,19 @@ def feed_sequence() -> int:
             if not FeedSequence.objects.filter(pk=1).update(last_position=F("last_position")):
                 FeedSequence.objects.bulk_create([FeedSequence(pk=1)], ignore_conflicts=True)
             sequence = FeedSequence.objects.select_for_update().get(pk=1)
-            waiting = list(FeedEvent.objects.filter(position__isnull=True).order_by("id")[:SEQUENCE_BATCH])
-            for entry in waiting:
-                sequence.last_position += 1
-                entry.position = sequence.last_position
-            FeedEvent.objects.bulk_update(waiting, ["position"], batch_size=500)
+            waiting = FeedEvent.objects.filter(position__isnull=True)
+            batch_end = waiting.order_by("id").values_list("id", flat=True)[SEQUENCE_BATCH - 1 : SEQUENCE_BATCH]
+            last_id = next(iter(batch_end), None) or waiting.order_by("-id").values_list("id", flat=True).first()
+            if last_id is None:
+                return given
+            with connection.cursor() as cursor:
+                # one statement numbers the batch in id order (PostgreSQL and SQLite ≥ 3.33 both speak it)
+                cursor.execute(NUMBER_BATCH, [sequence.last_position, last_id])
+                count = cursor.rowcount
+            sequence.last_position += count
             sequence.save(update_fields=["last_position"])
-        given += len(waiting)
-        if len(waiting) < SEQUENCE_BATCH:
+        given += count
+        if count < SEQUENCE_BATCH:
             return given
 
 
