@@ -67,6 +67,9 @@ class WebhookEndpoint(BaseModel):
     description = models.CharField(max_length=200, blank=True)
     # The signing secret, "whsec_" + base64; sent nowhere but once to its creator (HMAC needs it in clear).
     secret = models.CharField(max_length=100, editable=False)
+    # After a rotation the old secret signs too (a second signature) until then, so receivers can switch over.
+    previous_secret = models.CharField(max_length=100, blank=True, editable=False)
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
     is_active = models.BooleanField(default=True)
     # Feed position this endpoint has been offered up to: deliveries are made for entries after it.
     after_position = models.PositiveBigIntegerField(default=0)

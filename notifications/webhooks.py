@@ -124,9 +124,20 @@ def webhook_endpoint_create(
 
 
 def webhook_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
+    """A new secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS (24)."""
+    hours = float(getattr(settings, "WEBHOOK_SECRET_OVERLAP_HOURS", 24))
+    endpoint.previous_secret = endpoint.secret
+    endpoint.previous_secret_until = timezone.now() + dt.timedelta(hours=hours)
     endpoint.secret = new_secret()
-    endpoint.save(update_fields=["secret", "updated_at"])
+    endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_until", "updated_at"])
     return endpoint.secret
+
+
+def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
+    overlap = (
+        endpoint.previous_secret and endpoint.previous_secret_until and endpoint.previous_secret_until > timezone.now()
+    )
+    return [endpoint.secret, endpoint.previous_secret] if overlap else [endpoint.secret]
 
 
 # ---------------------------------------------------------------- fan-out and delivery
@@ -188,7 +199,9 @@ def _post(endpoint: WebhookEndpoint, webhook_id: str, body: bytes) -> tuple[int 
             "User-Agent": "CloudPivot-Webhooks/1",
             "webhook-id": webhook_id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": signature(endpoint.secret, webhook_id, timestamp, body),
+            "webhook-signature": " ".join(
+                signature(secret, webhook_id, timestamp, body) for secret in signing_secrets(endpoint)
+            ),
         },
     )
     try:

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from notifications import jobs
-from notifications.models import DeliveryState, WebhookDelivery
+from notifications.models import DeliveryState, WebhookDelivery, WebhookEndpoint
 from tasks.models import TaskEvent
 from tests import builders, helpers
 
@@ -111,16 +112,26 @@ def test_only_project_admins_subscribe_and_only_to_http_urls(world, api):
     assert api("bob").get("/api/v1/webhooks").json() == []
 
 
-def test_a_rotated_secret_signs_what_follows(world, api, private_targets, tmp_path):
+@pytest.mark.parametrize("receiver_knows", ["new", "old"])
+def test_a_rotated_secret_signs_with_the_old_one_beside_it_for_a_while(
+    world, api, private_targets, tmp_path, receiver_knows
+):
     port = helpers.free_port()
     endpoint = subscribe(api, url=f"http://127.0.0.1:{port}/", event_types=["task.*"])
     rotated = api("alice").post(f"/api/v1/webhooks/{endpoint['id']}/rotate-secret").json()["secret"]
     assert rotated != endpoint["secret"]
     log = tmp_path / "received.jsonl"
-    receiver = start_receiver(port, rotated, log)
+    receiver = start_receiver(port, rotated if receiver_knows == "new" else endpoint["secret"], log)
     try:
         builders.submit(world.bob)
         pump_until(lambda: len(received(log)) >= 1)
+        if receiver_knows == "old":  # once the overlap is over, the old secret signs nothing
+            WebhookEndpoint.objects.filter(pk=endpoint["id"]).update(previous_secret_until=timezone.now())
+            builders.submit(world.bob)
+            pump_until(lambda: len(received(log)) >= 2)
     finally:
         helpers.stop_process_group(receiver)
-    assert all(item["verified"] for item in received(log))
+    verdicts = [item["verified"] for item in received(log)]
+    assert verdicts[0] is True
+    if receiver_knows == "old":
+        assert verdicts[-1] is False
