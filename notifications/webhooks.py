@@ -15,25 +15,30 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import secrets
 import socket
 import time
 import urllib.error
 import urllib.request
 import uuid
+from smtplib import SMTPException
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from cloudpivot.accounts.models import Project, Role
+from cloudpivot.accounts.models import Membership, Project, Role
 from cloudpivot.accounts.selectors import project_role, projects_visible_to
 from cloudpivot.exceptions import InvalidSpec, NotFound, PermissionDenied
 from notifications.feed import entry_document, types_q
 from notifications.models import DeliveryState, FeedEvent, FeedSequence, WebhookDelivery, WebhookEndpoint
+
+logger = logging.getLogger(__name__)
 
 # Retry after 1, 2, 4, 8, 16, 30 s, 1, 2, 5, 10, 30 min, then hourly; a delivery still failing a day after
 # it was made gives up. The minutes between 30 s and an hour keep a receiver that was down a few minutes from
@@ -250,6 +255,7 @@ def delivery_attempt(*, delivery_id) -> None:
         retry_at = now + dt.timedelta(seconds=next_delay(delivery.attempts))
         if retry_at - delivery.created_at > GIVE_UP_AFTER:
             delivery.state = DeliveryState.FAILED
+            endpoint_pause(endpoint=delivery.endpoint, why=f"a delivery failed for a day: {delivery.last_error}")
         delivery.next_attempt_at = retry_at
     delivery.save(
         update_fields=[
@@ -263,6 +269,27 @@ def delivery_attempt(*, delivery_id) -> None:
             "updated_at",
         ]
     )
+
+
+def endpoint_pause(*, endpoint: WebhookEndpoint, why: str) -> None:
+    """Stop posting to an endpoint that has refused for a day, and tell the project's admins (once)."""
+    if not WebhookEndpoint.objects.filter(pk=endpoint.pk, is_active=True).update(is_active=False):
+        return
+    admins = Membership.objects.filter(project_id=endpoint.project_id, role=Role.ADMIN).select_related("user")
+    addresses = sorted({m.user.email for m in admins if m.user.email})
+    if not addresses:
+        return
+    try:
+        send_mail(
+            f"[CloudPivot] webhook paused: {endpoint.url}",
+            f"The webhook endpoint {endpoint.url} of project {endpoint.project.slug} was paused: {why}\n\n"
+            f"Deliveries wait. Fix the receiver, then resume it (PATCH /api/v1/webhooks/{endpoint.pk} "
+            '{"is_active": true}) and redeliver what failed.\n',
+            None,
+            addresses,
+        )
+    except (SMTPException, OSError) as exc:
+        logger.warning("could not tell the admins of %s that a webhook was paused: %s", endpoint.project.slug, exc)
 
 
 def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import socket
 import subprocess
@@ -135,3 +136,17 @@ def test_a_rotated_secret_signs_with_the_old_one_beside_it_for_a_while(
     assert verdicts[0] is True
     if receiver_knows == "old":
         assert verdicts[-1] is False
+
+
+def test_an_endpoint_refusing_for_a_day_is_paused_and_its_admins_are_told(world, api, private_targets, mailoutbox):
+    endpoint = subscribe(api, url=f"http://127.0.0.1:{helpers.free_port()}/gone", event_types=["task.state"])
+    builders.finished(world.bob)
+    jobs.pump(seconds=0.1)
+    deliveries = WebhookDelivery.objects.all()
+    assert deliveries.count() > 1 and all(d.state == DeliveryState.PENDING and d.attempts == 1 for d in deliveries)
+    deliveries.update(created_at=timezone.now() - dt.timedelta(days=1), next_attempt_at=timezone.now())
+    jobs.pump(seconds=0.1)
+    assert deliveries.filter(state=DeliveryState.FAILED, attempts=2).exists()
+    assert api("alice").get(f"/api/v1/webhooks/{endpoint['id']}").json()["is_active"] is False
+    assert [m.to for m in mailoutbox] == [["alice@example.org"]]
+    assert endpoint["url"] in mailoutbox[0].subject
