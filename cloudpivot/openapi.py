@@ -138,8 +138,31 @@ def _statuses_for(method: str, path: str, operation: dict[str, Any]) -> list[int
     return sorted(found)
 
 
+# Integer bounds that come from the database's column type (Django asks the connection: SQLite says 64 bits
+# for every integer column, PostgreSQL 32 for an IntegerField), not from the API's own rules.
+DATABASE_BOUNDS = {2**31 - 1, -(2**31), 2**63 - 1, -(2**63), 2**15 - 1, -(2**15)}
+
+
+def drop_database_bounds(node: Any) -> None:
+    """Remove column-type bounds, so the schema is the same whichever database generated it."""
+    if isinstance(node, dict):
+        if node.get("type") == "integer":
+            for key in ("maximum", "minimum"):
+                if node.get(key) in DATABASE_BOUNDS:
+                    del node[key]
+            if node.get("format") == "int64" and "maximum" not in node:
+                del node["format"]
+        for value in node.values():
+            drop_database_bounds(value)
+    elif isinstance(node, list):
+        for value in node:
+            drop_database_bounds(value)
+
+
 def add_error_responses(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: the Error component and each operation's error answers."""
+    """drf-spectacular postprocessing hook: the Error component and each operation's error answers, and the
+    same schema on every database (no column-type bounds)."""
+    drop_database_bounds(result.get("components", {}))
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components["Error"] = {
         "type": "object",
