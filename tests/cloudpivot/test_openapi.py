@@ -71,3 +71,17 @@ def test_it_answers_as_the_schema_says(live, world, tmp_path):
         cwd=tmp_path,
     )
     assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-3000:]
+
+
+def test_every_path_under_api_answers_the_error_shape(world, api, pages):
+    for client, method, path in [
+        (api("bob"), "get", "/api/v1/nothing-here"),
+        (api(None), "get", "/api/nope"),
+        (pages("bob"), "post", "/api/v1/tasks/0.5/cancel"),  # a session POST: not the CSRF failure page
+        (api("bob"), "delete", "/api/v1/tokens/999999"),  # DRF's own Http404
+        (api("bob"), "get", "/api/v1/quotas/999999"),
+    ]:
+        response = getattr(client, method)(path)
+        assert response.status_code == 404, path
+        assert response["Content-Type"] == "application/json", path
+        assert set(response.json()) == {"code", "message", "errors"} and response.json()["code"] == "not_found"
