@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
 from rest_framework.request import Request
@@ -58,6 +60,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             error_body("invalid", "The request body is too large.", [{"field": "", "message": str(exc)}]),
             status=status.HTTP_400_BAD_REQUEST,
         )
+    if isinstance(exc, Http404):  # DRF's get_object_or_404 (tokens, quotas): the same shape as ours
+        exc = drf_exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = drf_exceptions.PermissionDenied()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

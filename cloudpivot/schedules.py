@@ -13,6 +13,10 @@ SCHEDULES = [
     {"name": "instances-refresh", "func": "resources.jobs.refresh", "schedule_type": "I", "minutes": 1},
     # Compare what CloudPivot tagged in each cloud with the database; the admin's orphan report.
     {"name": "orphans-scan", "func": "orphans.jobs.scan", "schedule_type": "I", "minutes": 10},
+    # The event feed and webhooks (notifications/): a pump that sequences the feed and posts due deliveries for
+    # about 50 s of every minute; the feed's own retention daily (EVENT_FEED_RETENTION_DAYS).
+    {"name": "notifications-pump", "func": "notifications.jobs.pump", "schedule_type": "I", "minutes": 1},
+    {"name": "notifications-prune", "func": "notifications.jobs.prune", "schedule_type": "D"},
     # Retention (cloudpivot/retention.py): finished tasks, audit entries, operations archived, then deleted.
     {"name": "retention", "func": "cloudpivot.retention.prune", "schedule_type": "D"},
 ]

@@ -1,9 +1,11 @@
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from cloudpivot import views
+from cloudpivot.api import error_body
 from clusters.metrics.endpoint import MetricsView
 from runner_api import sync_view
 
@@ -12,11 +14,18 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@csrf_exempt  # a POST with a session cookie must get this JSON 404, not the CSRF failure page
+def api_not_found(request: HttpRequest) -> JsonResponse:
+    """Any other path under /api/ answers the API's error shape, not the HTML 404 page."""
+    return JsonResponse(error_body("not_found", f"no such API path: {request.path}"), status=404)
+
+
 api_v1 = [
     path("", include("tasks.api.urls")),
     path("", include("clusters.api.urls")),
     path("", include("cloudpivot.accounts.api.urls")),
     path("", include("resources.api.urls")),
+    path("", include("notifications.api.urls")),
 ]
 
 urlpatterns = [
@@ -32,6 +41,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    re_path(r"^api/", api_not_found),
     path("runner/v1/", include("runner_api.urls")),
     path("runner/v2/sync", sync_view.sync, name="runner-sync"),
 ]

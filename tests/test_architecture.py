@@ -36,6 +36,7 @@ LAYERS = {
     "tasks": 3,
     "resources": 3,
     "orphans": 4,
+    "notifications": 4,  # the event feed and webhooks: copies of tasks' and resources' events
     "runner_api": 4,
     "metrics": 4,  # clusters/metrics: sampling, charts and Prometheus figures of every app
 }

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "tasks",
     "resources",
     "orphans",
+    "notifications",
     "runner_api",
 ]
 
@@ -244,6 +245,17 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
 }
+# The event feed and webhooks (docs/api.md, docs/webhooks.md): how long feed entries are kept, and whether
+# webhooks may be delivered to loopback, private or link-local addresses (refused by default: SSRF).
+EVENT_FEED_RETENTION_DAYS = env.int("CLOUDPIVOT_EVENT_FEED_RETENTION_DAYS", default=30)
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("CLOUDPIVOT_WEBHOOK_ALLOW_PRIVATE_TARGETS", default=False)
+
+# Email (notifications/mail.py: a task's end, a failed operation, for users who opted in), e.g.
+# EMAIL_URL=smtp+tls://user:password@smtp.example.org:587; the site URL makes the links in mails absolute.
+vars().update(env.email_url("EMAIL_URL", default="smtp://localhost:25"))
+DEFAULT_FROM_EMAIL = env.str("CLOUDPIVOT_MAIL_FROM", default="CloudPivot <cloudpivot@localhost>")
+CLOUDPIVOT_SITE_URL = env.str("CLOUDPIVOT_SITE_URL", default="http://127.0.0.1:8000")
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "CloudPivot API",
     "DESCRIPTION": "Batch tasks and cloud resources on Kubernetes and OpenStack.",
@@ -252,6 +264,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation's error answers (cloudpivot/openapi.py); the task document as its own component.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "cloudpivot.openapi.add_error_responses",
+    ],
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Bodies are documented as JSON (and YAML where a view takes it); the form parsers serve the browsable API.
+    "PARSER_WHITELIST": ["cloudpivot.parsers.BoundedJSONParser", "cloudpivot.parsers.YAMLParser"],
 }
 
 # ---------------------------------------------------------------- allauth

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from tasks.choices import StopReason
 from tasks.models import Attempt, Task, TaskEvent
 from tasks.selectors import task_queue_position
 
 
 class AttemptSerializer(serializers.ModelSerializer):
+    stop_reason = serializers.ChoiceField(
+        choices=StopReason.choices, allow_blank=True, read_only=True, help_text="Empty while nobody asked to stop."
+    )
+
     class Meta:
         model = Attempt
         fields = [
@@ -92,3 +97,28 @@ class TaskEventSerializer(serializers.ModelSerializer):
         model = TaskEvent
         fields = ["seq", "type", "message", "data", "time"]
         read_only_fields = fields
+
+
+class TaskEventPageSerializer(serializers.Serializer):
+    """A page of a task's events (documents GET /tasks/{id}/events)."""
+
+    events = TaskEventSerializer(many=True)
+    next_after_seq = serializers.IntegerField(help_text="Pass back as after_seq for what is new.")
+    has_more = serializers.BooleanField()
+
+
+class TaskLogSerializer(serializers.Serializer):
+    """Log text from a byte offset (documents GET /tasks/{id}/logs)."""
+
+    attempt = serializers.IntegerField(allow_null=True, help_text="Null while the task has no attempt yet.")
+    stream = serializers.CharField(allow_null=True, help_text="stdout, stderr, or all (both in arrival order).")
+    offset = serializers.IntegerField()
+    next_offset = serializers.IntegerField(help_text="Pass back as offset to continue.")
+    data = serializers.CharField(allow_blank=True, help_text="UTF-8 text (undecodable bytes replaced).")
+    complete = serializers.BooleanField(help_text="The attempt is closed and everything was read.")
+
+
+class TaskAttemptsSerializer(serializers.Serializer):
+    """Every execution of a task (documents GET /tasks/{id}/attempts)."""
+
+    attempts = AttemptSerializer(many=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
@@ -15,9 +15,17 @@ from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import InvalidSpec
 from cloudpivot.parsers import BoundedJSONParser, YAMLParser
 from tasks import selectors, services
-from tasks.api.serializers import AttemptSerializer, TaskEventSerializer, TaskSerializer
+from tasks.api.serializers import (
+    AttemptSerializer,
+    TaskAttemptsSerializer,
+    TaskEventPageSerializer,
+    TaskEventSerializer,
+    TaskLogSerializer,
+    TaskSerializer,
+)
 from tasks.filtersets import TaskFilterSet
 from tasks.models import LogStream, Task
+from tasks.specs import TaskSpecSerializer
 
 
 class TaskCursorPagination(CursorPagination):
@@ -61,9 +69,23 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
         return selectors.task_get_for_user(user=self.request.user, task_id=self.kwargs["pk"])
 
     @extend_schema(
-        request={"application/json": {"type": "object"}},
-        responses={201: TaskSerializer},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        request={"application/json": TaskSpecSerializer, "application/yaml": TaskSpecSerializer},
+        responses={201: TaskSerializer, 200: TaskSerializer},
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="The same key and body return the same task (200, Idempotent-Replayed: true).",
+            )
+        ],
+        examples=[
+            OpenApiExample(
+                "hello",
+                value={"cloud": "local", "name": "hello", "command": ["python3", "-c", "print('hello')"]},
+                request_only=True,
+            )
+        ],
     )
     def create(self, request: Request) -> Response:
         """Submit a task. The same Idempotency-Key and body return the same task; another body is a 409."""
@@ -82,6 +104,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             headers={"Location": f"/api/v1/tasks/{task.pk}", "Idempotent-Replayed": str(not created).lower()},
         )
 
+    @extend_schema(request=None, responses={202: TaskSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         task = self.get_object()
@@ -91,6 +114,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             status=status.HTTP_202_ACCEPTED,
         )
 
+    @extend_schema(request=None, responses={202: TaskSerializer})
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str) -> Response:
         task = self.get_object()
@@ -100,7 +124,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             status=status.HTTP_202_ACCEPTED,
         )
 
-    @extend_schema(parameters=[EventsQuerySerializer], responses={200: TaskEventSerializer(many=True)})
+    @extend_schema(parameters=[EventsQuerySerializer], responses={200: TaskEventPageSerializer})
     @action(detail=True, methods=["get"])
     def events(self, request: Request, pk: str) -> Response:
         """The task's history in seq order; page with after_seq=<next_after_seq>."""
@@ -116,7 +140,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             }
         )
 
-    @extend_schema(parameters=[LogsQuerySerializer])
+    @extend_schema(parameters=[LogsQuerySerializer], responses={200: TaskLogSerializer})
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str) -> Response:
         """Log text from a byte offset (latest attempt, both streams unless `stream` is given)."""
@@ -132,6 +156,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             )
         )
 
+    @extend_schema(responses={200: TaskAttemptsSerializer})
     @action(detail=True, methods=["get"])
     def attempts(self, request: Request, pk: str) -> Response:
         task = self.get_object()

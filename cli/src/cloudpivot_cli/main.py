@@ -7,7 +7,7 @@ import sys
 
 from cloudpivot_cli import __version__, exitcodes
 from cloudpivot_cli.client import ApiError
-from cloudpivot_cli.commands import clouds, contexts, instances, tasks, tokens
+from cloudpivot_cli.commands import clouds, contexts, events, instances, tasks, tokens
 from cloudpivot_cli.completion import register as register_completion
 from cloudpivot_cli.config import ConfigError
 from cloudpivot_cli.parsing import UsageError, add_group
@@ -25,6 +25,7 @@ examples:
   cloudpivot task submit -f spec.yaml --wait --follow   # exits with the program's exit code
   cloudpivot task list --state RUNNING -o wide
   cloudpivot task logs -f 3f2c…                         # follow a running task's log
+  cloudpivot events -f                                  # every task and operation event as it comes
 
 """
 
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     clouds.register(add_group(commands, "cloud", "the clouds you may use", clouds.EXAMPLES))
     tokens.register(add_group(commands, "token", "your API tokens", tokens.EXAMPLES))
+    events.register(commands)
     register_completion(commands, parser)
     return parser
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +20,16 @@ class ApiTokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
         fields = ["id", "name", "hint", "created_at", "expires_at", "last_used_at", "revoked_at", "is_active"]
+        read_only_fields = fields
+
+
+class ApiTokenCreatedSerializer(ApiTokenSerializer):
+    """The new token, with its secret: shown this once, stored only hashed."""
+
+    token = serializers.CharField(read_only=True, help_text="Send as `Authorization: Bearer <token>`.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
         read_only_fields = fields
 
 
@@ -38,6 +49,7 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
             return ApiToken.objects.none()
         return ApiToken.objects.filter(user=self.request.user)
 
+    @extend_schema(request=ApiTokenCreateInputSerializer, responses={201: ApiTokenCreatedSerializer})
     def create(self, request: Request) -> Response:
         data = ApiTokenCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -1,0 +1,96 @@
+"""Copying what happens into the feed: every TaskEvent, every state an instance Operation reaches.
+
+Task events are caught by `post_save` on TaskEvent, inside the transaction that appends them
+(tasks.services.lifecycle.event_append), so an event and its feed copy commit or vanish together and the
+task path needs no change. This is an outbox row, not business logic: it only copies.
+
+Operations end through queryset updates (no signal), so their states are also picked up by a scan of the
+Operations changed lately (`operations_capture`), run by every feed read and the pump job; `source` makes a
+second capture of the same state a no-op.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db.models.signals import post_save
+from django.utils import timezone
+
+from notifications.models import FeedEvent
+from resources.models import Operation
+from tasks.models import TaskEvent
+
+# How far back the scan looks for Operations that changed; the pump job runs every minute.
+OPERATION_LOOKBACK = dt.timedelta(hours=1)
+
+
+def connect() -> None:
+    post_save.connect(task_event_saved, sender=TaskEvent, dispatch_uid="notifications.task_event")
+    post_save.connect(operation_saved, sender=Operation, dispatch_uid="notifications.operation")
+
+
+def task_event_saved(sender: Any, instance: TaskEvent, created: bool, raw: bool = False, **kwargs: Any) -> None:
+    if not created or raw:
+        return
+    task = instance.task
+    data = dict(instance.data or {})
+    FeedEvent.objects.create(
+        type=f"task.{instance.type}",
+        project_id=task.project_id,
+        task_id=task.pk,
+        message=instance.message,
+        data={"task_seq": instance.seq, "task_state": task.state, **data},
+        occurred_at=instance.created_at,
+        source=f"task-event:{instance.pk}",
+    )
+
+
+def operation_saved(sender: Any, instance: Operation, raw: bool = False, **kwargs: Any) -> None:
+    if raw:
+        return
+    FeedEvent.objects.bulk_create([operation_entry(instance)], ignore_conflicts=True)
+
+
+def operation_entry(operation: Operation) -> FeedEvent:
+    return FeedEvent(
+        type="operation.state",
+        project_id=operation.project_id,
+        instance_id=operation.instance_id,
+        operation_id=operation.pk,
+        message=f"{operation.action} {operation.state}"
+        + (f": {operation.error_message}" if operation.error_message else ""),
+        data={
+            "action": operation.action,
+            "state": operation.state,
+            "error_kind": operation.error_kind,
+            "snapshot": str(operation.snapshot_id) if operation.snapshot_id else None,
+        },
+        occurred_at=operation.finished_at or operation.started_at or operation.created_at or timezone.now(),
+        source=f"operation:{operation.pk}:{operation.state}",
+    )
+
+
+def operations_capture() -> int:
+    """Copy the states of Operations changed within the lookback that the feed does not have yet."""
+    since = timezone.now() - OPERATION_LOOKBACK
+    changed = Operation.objects.filter(updated_at__gte=since).only(
+        "id",
+        "project_id",
+        "instance_id",
+        "snapshot_id",
+        "action",
+        "state",
+        "error_kind",
+        "error_message",
+        "created_at",
+        "started_at",
+        "finished_at",
+    )
+    entries = [operation_entry(operation) for operation in changed]
+    if not entries:
+        return 0
+    known = set(FeedEvent.objects.filter(source__in=[e.source for e in entries]).values_list("source", flat=True))
+    fresh = [e for e in entries if e.source not in known]
+    FeedEvent.objects.bulk_create(fresh, ignore_conflicts=True)
+    return len(fresh)

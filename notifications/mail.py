@@ -1,0 +1,92 @@
+"""Emails for people who asked (EmailPreference): a task of theirs ended, an operation they asked failed.
+
+Read from the feed after the sequencer, in position order, from a cursor of their own (MailCursor): a mail
+is sent, then the cursor moves past its entry, so a worker that dies in between sends that one mail twice,
+never none. A mail that the SMTP server refuses is logged and not retried (email is a courtesy here; the
+feed and webhooks are the reliable paths).
+"""
+
+from __future__ import annotations
+
+import logging
+from smtplib import SMTPException
+
+from django.conf import settings
+from django.core.mail import send_mail
+
+from notifications.models import EmailPreference, FeedEvent, FeedSequence, MailCursor, TaskEndMail
+from resources.models import Operation
+from tasks.choices import TERMINAL
+from tasks.models import Task
+
+logger = logging.getLogger(__name__)
+BATCH = 500
+
+
+def mails_send() -> int:
+    """Send the mails due for new feed entries; returns how many were sent.
+
+    No transaction is held while talking to the SMTP server (under SQLite it would stop every writer); the
+    cursor moves by compare-and-set afterwards, so two pumps at once may both mail an entry, never skip one.
+    """
+    top = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
+    start = MailCursor.objects.filter(pk=1).values_list("last_position", flat=True).first()
+    if start is None:  # first run: mail what happens from now on, not the whole history
+        MailCursor.objects.bulk_create([MailCursor(pk=1, last_position=top)], ignore_conflicts=True)
+        return 0
+    sent, end = 0, top
+    if EmailPreference.objects.exclude(task_end=TaskEndMail.NONE, operation_failed=False).exists():
+        entries = list(
+            FeedEvent.objects.filter(
+                position__gt=start, position__lte=top, type__in=["task.state", "operation.state"]
+            ).order_by("position")[:BATCH]
+        )
+        for entry in entries:
+            sent += mail_for(entry)
+        if len(entries) == BATCH:
+            end = entries[-1].position
+    MailCursor.objects.filter(pk=1, last_position=start).update(last_position=max(start, end))
+    return sent
+
+
+def mail_for(entry: FeedEvent) -> int:
+    if entry.type == "task.state" and entry.data.get("to") in TERMINAL:
+        task = Task.objects.select_related("owner", "project").filter(pk=entry.task_id).first()
+        if task is None:
+            return 0
+        wanted = preference(task.owner).task_end
+        if wanted == TaskEndMail.ALL or (wanted == TaskEndMail.FAILURES and entry.data["to"] != "SUCCEEDED"):
+            name = task.name or task.short_id
+            subject = f"[CloudPivot] task {name} {entry.data['to']}"
+            body = (
+                f"Your task {name} ({task.pk}) in project {task.project.slug} ended {entry.data['to']}.\n"
+                f"{entry.message}\n\nexit code: {task.exit_code}\n{site_url()}/tasks/{task.pk}\n"
+            )
+            return send(task.owner, subject, body)
+    if entry.type == "operation.state" and entry.data.get("state") == "failed":
+        operation = Operation.objects.select_related("requested_by").filter(pk=entry.operation_id).first()
+        asker = operation.requested_by if operation else None
+        if asker is None or not preference(asker).operation_failed:
+            return 0
+        subject = f"[CloudPivot] {operation.action} failed"
+        body = f"The {operation.action} you asked for failed: {operation.error_message}\n\noperation {operation.pk}\n"
+        return send(operation.requested_by, subject, body)
+    return 0
+
+
+def preference(user) -> EmailPreference:
+    return EmailPreference.objects.filter(user=user).first() or EmailPreference(user=user)
+
+
+def site_url() -> str:
+    return getattr(settings, "CLOUDPIVOT_SITE_URL", "").rstrip("/")
+
+
+def send(user, subject: str, body: str) -> int:
+    if not user.email:
+        return 0
+    try:
+        return send_mail(subject, body, None, [user.email])
+    except (SMTPException, OSError) as exc:
+        logger.warning("mail to user %s not sent: %s", user.pk, exc)
+        return 0

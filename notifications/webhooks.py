@@ -1,0 +1,300 @@
+"""Webhook endpoints and their deliveries: who may subscribe, what is sent, how it is signed and retried.
+
+Delivery is at least once: a delivery row exists per (endpoint, feed entry) before anything is sent, a
+worker leases it (next_attempt_at pushed ahead under a row lock), posts, and records the answer. A worker that
+dies mid-post leaves the lease to run out, and the entry is sent again with the same `webhook-id`, which is
+how receivers drop the repeat. Signatures follow Standard Webhooks (https://www.standardwebhooks.com/):
+HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<body>" with the endpoint's secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import secrets
+import socket
+import time
+import urllib.error
+import urllib.request
+import uuid
+from smtplib import SMTPException
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from cloudpivot.accounts.models import Membership, Project, Role
+from cloudpivot.accounts.selectors import project_role, projects_visible_to
+from cloudpivot.exceptions import InvalidSpec, NotFound, PermissionDenied
+from notifications.feed import entry_document, types_q
+from notifications.models import DeliveryState, FeedEvent, FeedSequence, WebhookDelivery, WebhookEndpoint
+
+logger = logging.getLogger(__name__)
+
+# Retry after 1, 2, 4, 8, 16, 30 s, 1, 2, 5, 10, 30 min, then hourly; a delivery still failing a day after
+# it was made gives up. The minutes between 30 s and an hour keep a receiver that was down a few minutes from
+# waiting an hour for its backlog.
+BACKOFF_SECONDS = (1, 2, 4, 8, 16, 30, 60, 120, 300, 600, 1800)
+LATER_SECONDS = 3600
+GIVE_UP_AFTER = dt.timedelta(days=1)
+LEASE_SECONDS = 30
+TIMEOUT_SECONDS = 10
+ERROR_CHARS = 500
+
+
+# ---------------------------------------------------------------- endpoints
+def new_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def target_refusal(url: str) -> str | None:
+    """Why CloudPivot will not post to `url` (None: it will). Only http(s); no loopback, private or link-local
+    address unless WEBHOOK_ALLOW_PRIVATE_TARGETS says so (the server must not be a way into its own network)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "only http:// and https:// URLs with a host are delivered to"
+    if getattr(settings, "WEBHOOK_ALLOW_PRIVATE_TARGETS", False):
+        return None
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(parts.hostname, parts.port or 443)}
+    except OSError as exc:
+        return f"the host {parts.hostname} does not resolve ({exc.strerror or exc})"
+    for address in addresses:
+        ip = ipaddress.ip_address(address.split("%")[0])
+        if not ip.is_global:
+            return (
+                f"{parts.hostname} is a private, loopback or link-local address ({ip}); "
+                "an administrator may allow those (WEBHOOK_ALLOW_PRIVATE_TARGETS)"
+            )
+    return None
+
+
+def _admin_project(*, user: AbstractBaseUser, slug: str) -> Project:
+    project = projects_visible_to(user=user).filter(slug=slug).first()
+    if project is None:
+        raise InvalidSpec(f"project: no project {slug} of yours", errors=[{"field": "project", "message": "not found"}])
+    if project_role(user=user, project=project) != Role.ADMIN:
+        raise PermissionDenied(f"only an admin of {slug} may manage its webhooks")
+    return project
+
+
+def endpoints_visible_to(*, user: AbstractBaseUser) -> QuerySet[WebhookEndpoint]:
+    """Endpoints of the projects the user administers (their secrets stay hidden all the same)."""
+    endpoints = WebhookEndpoint.objects.select_related("project").order_by("-created_at")
+    if user.is_superuser:
+        return endpoints
+    return endpoints.filter(project__memberships__user=user, project__memberships__role=Role.ADMIN)
+
+
+def endpoint_get_for_admin(*, user: AbstractBaseUser, endpoint_id: str) -> WebhookEndpoint:
+    try:
+        uuid.UUID(str(endpoint_id))
+    except ValueError:  # not an id at all: the same answer as a foreign one
+        raise NotFound(f"webhook {endpoint_id} not found") from None
+    endpoint = endpoints_visible_to(user=user).filter(pk=endpoint_id).first()
+    if endpoint is None:
+        raise NotFound(f"webhook {endpoint_id} not found")
+    return endpoint
+
+
+def webhook_endpoint_create(
+    *, user: AbstractBaseUser, project: str, url: str, event_types: list[str], description: str = ""
+) -> tuple[WebhookEndpoint, str]:
+    """Subscribe `url` to the project's entries from now on; returns the endpoint and its secret (shown once)."""
+    owner = _admin_project(user=user, slug=project)
+    refusal = target_refusal(url)
+    if refusal:
+        raise InvalidSpec(f"url: {refusal}", errors=[{"field": "url", "message": refusal}])
+    secret = new_secret()
+    now_at = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
+    endpoint = WebhookEndpoint.objects.create(
+        project=owner,
+        url=url,
+        event_types=list(event_types),
+        description=description,
+        secret=secret,
+        after_position=now_at,
+        created_by=user if user.is_authenticated else None,
+    )
+    return endpoint, secret
+
+
+def webhook_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
+    """A new secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS (24)."""
+    hours = float(getattr(settings, "WEBHOOK_SECRET_OVERLAP_HOURS", 24))
+    endpoint.previous_secret = endpoint.secret
+    endpoint.previous_secret_until = timezone.now() + dt.timedelta(hours=hours)
+    endpoint.secret = new_secret()
+    endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_until", "updated_at"])
+    return endpoint.secret
+
+
+def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
+    overlap = (
+        endpoint.previous_secret and endpoint.previous_secret_until and endpoint.previous_secret_until > timezone.now()
+    )
+    return [endpoint.secret, endpoint.previous_secret] if overlap else [endpoint.secret]
+
+
+# ---------------------------------------------------------------- fan-out and delivery
+def webhooks_fan_out() -> int:
+    """Make a delivery row for each new feed entry each active endpoint subscribed to."""
+    made = 0
+    for endpoint_id in WebhookEndpoint.objects.filter(is_active=True).values_list("pk", flat=True):
+        with transaction.atomic():
+            endpoint = WebhookEndpoint.objects.select_for_update(skip_locked=True).filter(pk=endpoint_id).first()
+            if endpoint is None:
+                continue
+            entries = FeedEvent.objects.filter(project_id=endpoint.project_id, position__gt=endpoint.after_position)
+            if endpoint.event_types:
+                entries = entries.filter(types_q(endpoint.event_types))
+            top = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
+            now = timezone.now()
+            rows = [
+                WebhookDelivery(endpoint=endpoint, event_id=pk, next_attempt_at=now)
+                for pk in entries.filter(position__lte=top).order_by("position").values_list("pk", flat=True)
+            ]
+            WebhookDelivery.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+            endpoint.after_position = max(endpoint.after_position, top)
+            endpoint.save(update_fields=["after_position"])
+            made += len(rows)
+    return made
+
+
+def signature(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{webhook_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def payload(entry: FeedEvent) -> bytes:
+    """The Standard Webhooks body: {"type", "timestamp", "data": the feed entry as GET /api/v1/events shows it}."""
+    data = entry_document(entry)
+    return json.dumps({"type": entry.type, "timestamp": data["time"], "data": data}).encode()
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # a redirect is an answer, never followed (SSRF)
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
+def _post(endpoint: WebhookEndpoint, webhook_id: str, body: bytes) -> tuple[int | None, str]:
+    refusal = target_refusal(endpoint.url)
+    if refusal:
+        return None, f"refused: {refusal}"
+    timestamp = int(time.time())
+    request = urllib.request.Request(
+        endpoint.url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "CloudPivot-Webhooks/1",
+            "webhook-id": webhook_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": " ".join(
+                signature(secret, webhook_id, timestamp, body) for secret in signing_secrets(endpoint)
+            ),
+        },
+    )
+    try:
+        with _opener.open(request, timeout=TIMEOUT_SECONDS) as response:
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, f"HTTP {exc.code} {exc.reason}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return None, f"no answer: {reason}"
+
+
+def next_delay(attempts: int) -> int:
+    return BACKOFF_SECONDS[attempts - 1] if attempts <= len(BACKOFF_SECONDS) else LATER_SECONDS
+
+
+def webhooks_deliver_due(*, limit: int = 50) -> int:
+    """Post the deliveries that are due, each under a lease; returns how many were tried."""
+    now = timezone.now()
+    with transaction.atomic():
+        due = list(
+            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            .filter(state=DeliveryState.PENDING, next_attempt_at__lte=now, endpoint__is_active=True)
+            .order_by("next_attempt_at")[:limit]
+        )
+        lease = now + dt.timedelta(seconds=LEASE_SECONDS)
+        WebhookDelivery.objects.filter(pk__in=[d.pk for d in due]).update(next_attempt_at=lease)
+    for delivery in due:
+        delivery_attempt(delivery_id=delivery.pk)
+    return len(due)
+
+
+def delivery_attempt(*, delivery_id) -> None:
+    delivery = WebhookDelivery.objects.select_related("endpoint", "event__project").get(pk=delivery_id)
+    status, error = _post(delivery.endpoint, delivery.webhook_id, payload(delivery.event))
+    now = timezone.now()
+    delivery.attempts += 1
+    delivery.last_status = status
+    delivery.last_attempt_at = now
+    if status is not None and 200 <= status < 300:
+        delivery.state = DeliveryState.SUCCEEDED
+        delivery.delivered_at = now
+        delivery.last_error = ""
+    else:
+        delivery.last_error = error[:ERROR_CHARS]
+        retry_at = now + dt.timedelta(seconds=next_delay(delivery.attempts))
+        if retry_at - delivery.created_at > GIVE_UP_AFTER:
+            delivery.state = DeliveryState.FAILED
+            endpoint_pause(endpoint=delivery.endpoint, why=f"a delivery failed for a day: {delivery.last_error}")
+        delivery.next_attempt_at = retry_at
+    delivery.save(
+        update_fields=[
+            "attempts",
+            "last_status",
+            "last_attempt_at",
+            "state",
+            "delivered_at",
+            "last_error",
+            "next_attempt_at",
+            "updated_at",
+        ]
+    )
+
+
+def endpoint_pause(*, endpoint: WebhookEndpoint, why: str) -> None:
+    """Stop posting to an endpoint that has refused for a day, and tell the project's admins (once)."""
+    if not WebhookEndpoint.objects.filter(pk=endpoint.pk, is_active=True).update(is_active=False):
+        return
+    admins = Membership.objects.filter(project_id=endpoint.project_id, role=Role.ADMIN).select_related("user")
+    addresses = sorted({m.user.email for m in admins if m.user.email})
+    if not addresses:
+        return
+    try:
+        send_mail(
+            f"[CloudPivot] webhook paused: {endpoint.url}",
+            f"The webhook endpoint {endpoint.url} of project {endpoint.project.slug} was paused: {why}\n\n"
+            f"Deliveries wait. Fix the receiver, then resume it (PATCH /api/v1/webhooks/{endpoint.pk} "
+            '{"is_active": true}) and redeliver what failed.\n',
+            None,
+            addresses,
+        )
+    except (SMTPException, OSError) as exc:
+        logger.warning("could not tell the admins of %s that a webhook was paused: %s", endpoint.project.slug, exc)
+
+
+def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
+    """Send again now (same webhook-id), whatever its state."""
+    delivery.state = DeliveryState.PENDING
+    delivery.next_attempt_at = timezone.now()
+    delivery.save(update_fields=["state", "next_attempt_at", "updated_at"])
+    return delivery
