@@ -28,6 +28,9 @@ from tests.builders import hello_spec
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+EXPLAINED = (("default", {}), ("FAILED", {"state": ["FAILED"]}), ("PENDING", {"state": ["PENDING"]}))
+
+
 def in_process(seeded: dict) -> None:
     """SQL queries and server CPU per request, without HTTP (BENCH_PROFILE=1: where the CPU goes)."""
     print("  in process (no HTTP): SQL queries, and CPU per request (median of 10)")
@@ -50,6 +53,21 @@ def in_process(seeded: dict) -> None:
                 f"    {who:20s} {label:30s} {len(queries):3d} queries, CPU {1000 * sorted(cpu)[5]:6.1f} ms, "
                 f"wall {1000 * sorted(wall)[5]:6.1f} ms; slowest query {1000 * slowest:.1f} ms"
             )
+    if os.environ.get("BENCH_EXPLAIN"):  # the plans of the list's main query
+        from django.contrib.auth import get_user_model
+
+        from tasks.filtersets import TaskFilterSet
+        from tasks.selectors import tasks_visible_to
+
+        for username in ("bob", "many", "staff"):
+            user = get_user_model().objects.get(username=username)
+            for label, params in (
+                ("default", {}),
+                ("FAILED", {"state": ["FAILED"]}),
+                ("PENDING", {"state": ["PENDING"]}),
+            ):
+                rows = TaskFilterSet(params, queryset=tasks_visible_to(user=user)).qs.order_by("-created_at", "-id")
+                print(f"--- {username} {label}\n" + rows[:51].explain(analyze=True))
     if os.environ.get("BENCH_PROFILE"):
         import cProfile
         import pstats
