@@ -15,7 +15,8 @@ class TaskFilterSet(django_filters.FilterSet):
     """Names (cloud id, project slug, username) are turned into ids first, so the database filters the task
     table on a literal id and can walk an index in list order (a join on the name would sort every match)."""
 
-    state = django_filters.MultipleChoiceFilter(choices=TaskState.choices)
+    # distinct=False: a task has one state; DISTINCT would make the database sort every match on every column.
+    state = django_filters.MultipleChoiceFilter(choices=TaskState.choices, distinct=False)
     cloud = django_filters.CharFilter(method="filter_cloud")
     project = django_filters.CharFilter(method="filter_project")
     owner = django_filters.CharFilter(method="filter_owner")
