@@ -11,6 +11,7 @@ import os
 PROGRAM = """
 import sys, time
 rate, seconds, index = {rate}, {seconds}, {index}
+time.sleep(max(0.0, {start_at} - time.time()))  # every task starts printing at the same moment
 pause, start = 1.0 / rate, time.time()
 for n in range(int(rate * seconds)):
     due = start + n * pause
@@ -31,8 +32,9 @@ def knobs() -> dict[str, float]:
     }
 
 
-def command(*, index: int, rate: float, seconds: float) -> list[str]:
-    return ["python3", "-c", PROGRAM.format(rate=rate, seconds=seconds, index=index)]
+def command(*, index: int, rate: float, seconds: float, start_at: float = 0.0) -> list[str]:
+    """The program of task `index`; it prints from `start_at` (seconds since the epoch) or at once."""
+    return ["python3", "-c", PROGRAM.format(rate=rate, seconds=seconds, index=index, start_at=start_at)]
 
 
 def parse(line: bytes) -> tuple[float, int, int] | None:
