@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test browser lint check fmt bench clean
+.PHONY: run test browser lint check fmt bench bench-task-cost bench-streaming bench-ingest bench-task-list clean
 
 $(VENV)/.base-installed: requirements/base.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,25 @@ browser:
 ## bench: benchmarks (tests/bench/bench_*.py); they print figures and assert nothing about time
 bench: $(VENV)/.dev-installed
 	$(PY) -m pytest tests/bench -o python_files="bench_*.py" -s -q $(BENCH_ARGS)
+
+# One benchmark each (docs/benchmarks.md). Set DATABASE_URL and REDIS_URL for PostgreSQL + Redis; BENCH_SHORT=1 for a quick run.
+BENCH_ONE = $(PY) -m pytest -o python_files="bench_*.py" -s -q -p no:cacheprovider
+
+## bench-task-cost: 200 × true via REST beside Slurm in the same run (issue 11)
+bench-task-cost: $(VENV)/.dev-installed
+	$(BENCH_ONE) tests/bench/bench_task_cost.py $(BENCH_ARGS)
+
+## bench-streaming: 100 tasks × 20 lines/s; line → API and → browser latency, lost/duplicated lines (PG + Redis)
+bench-streaming: $(VENV)/.dev-installed
+	$(BENCH_ONE) tests/bench/bench_streaming.py $(BENCH_ARGS)
+
+## bench-ingest: Runner events and log chunks acknowledged per second, v1 and batched v2
+bench-ingest: $(VENV)/.dev-installed
+	$(BENCH_ONE) tests/bench/bench_runner_ingest.py $(BENCH_ARGS)
+
+## bench-task-list: GET /api/v1/tasks with 100,000 tasks in the database
+bench-task-list: $(VENV)/.dev-installed
+	$(BENCH_ONE) tests/bench/bench_task_list.py $(BENCH_ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .

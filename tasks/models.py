@@ -59,6 +59,8 @@ class Task(BaseModel):
             # Admission: the projects with PENDING tasks on a connection, and each one's oldest (services/admission.py).
             models.Index(fields=["connection", "state", "project", "created_at", "id"], name="tasks_task_admission"),
             models.Index(fields=["project", "-created_at", "-id"], name="tasks_task_project_newest"),
+            # Lists filtered by state within a project, newest first (a rare state would walk the whole project).
+            models.Index(fields=["project", "state", "-created_at", "-id"], name="tasks_task_project_state"),
             models.Index(fields=["owner", "-created_at", "-id"], name="tasks_task_owner_newest"),
             models.Index(fields=["-created_at", "-id"], name="tasks_task_newest"),
         ]

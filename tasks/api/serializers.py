@@ -82,6 +82,8 @@ class TaskSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_queue_position(self, task: Task) -> int | None:
+        if hasattr(task, "queue_position_value"):  # a list computes it in its one query (selectors.tasks_for_list)
+            return task.queue_position_value
         return task_queue_position(task=task)
 
     def get_url(self, task: Task) -> str:

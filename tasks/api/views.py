@@ -63,6 +63,8 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return Task.objects.none()
+        if self.action == "list":
+            return selectors.tasks_for_list(user=self.request.user)
         return selectors.tasks_visible_to(user=self.request.user)
 
     def get_object(self):

@@ -96,8 +96,7 @@ def _store(task: Task, attempt: Attempt, stream: str, data: bytes, chunks: list[
             chunk.save()
         else:
             chunks.append(chunk)
-        task_id, position = task.pk, attempt.log_bytes + keep
-        transaction.on_commit(lambda: realtime.ring_log(task_id=task_id, position=position))
+        realtime.ring_log_on_commit(task_id=task.pk, position=attempt.log_bytes + keep)
     if keep < len(data) and not attempt.log_dropped_bytes:
         event_append(
             task=task,

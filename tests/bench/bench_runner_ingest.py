@@ -1,6 +1,11 @@
-"""Runner ingestion benchmark (issue 3): `make bench` (set DATABASE_URL for PostgreSQL).
+"""Runner ingestion benchmark (issues 3 and 11): `make bench-ingest` (set DATABASE_URL and REDIS_URL).
 
-Prints, in one run on this machine:
+`-k v2` runs the batched protocol alone (issue 11's ≥ 2,000 events/s): host agents with their agent
+credential post POST /runner/v2/sync batches of events and log chunks for many attempts at once on a
+real Daphne; beside it the same batches applied in process (no HTTP) with the queries they take.
+BENCH_SECONDS (default 8) is how long each phase posts.
+
+`-k v1` prints, in one run on this machine:
 1. the reference: raw single-row INSERTs per second into the database (autocommit);
 2. events/s acknowledged: 50 concurrent clients with real per-attempt credentials posting
    progress events to /runner/v1/events on a real Daphne, and beside it on two Daphne
@@ -12,6 +17,8 @@ Figures, not assertions: this machine is shared and noisy.
 
 from __future__ import annotations
 
+import base64
+import os
 import threading
 import time
 
@@ -19,6 +26,8 @@ import pytest
 from django.db import connection, transaction
 
 from cloudpivot import credentials
+from clusters.backends.local import agent_name, connection_runs_dir
+from clusters.models import CloudConnection
 from tasks.models import LogChunk, Task
 from tasks.services import reconcile_pass
 from tasks.services.attempts import attempt_create
@@ -160,7 +169,7 @@ def log_ingestion(live, world, seconds: float = 15.0, pause: float = 0.05) -> di
     }
 
 
-def test_runner_ingestion(live, world, settings, monkeypatch):
+def test_v1_runner_ingestion(live, world, settings, monkeypatch):
     settings.RUNNER_HEARTBEAT_SECONDS = 1.0  # the default
     vendor = connection.vendor
     print(f"\n=== Runner ingestion benchmark on {vendor}, {RUNNERS} concurrent Runners, one Daphne process")
@@ -187,3 +196,161 @@ def test_runner_ingestion(live, world, settings, monkeypatch):
         f"line printed → readable via API: p50 {logs['p50'] * 1000:.0f} ms, p95 {logs['p95'] * 1000:.0f} ms "
         f"over {logs['lines_measured']} lines"
     )
+
+
+# ------------------------------------------------------------------------------------ protocol v2, batched
+V2_EVENTS_PER_ATTEMPT = 10  # per batch
+V2_LOG_BYTES_PER_ATTEMPT = 200  # per batch: one chunk
+V2_SECONDS = float(os.environ.get("BENCH_SECONDS", "8"))
+
+
+class Agent:
+    """One host: a `local` connection of its own (its own runs dir, so its own agent name and credential)."""
+
+    def __init__(self, world, index: int, attempts: int, tmp_path) -> None:
+        runs_dir = tmp_path / f"host-{index}"
+        self.connection = CloudConnection.objects.create(
+            cloud_id=f"host-{index}", backend="local", options={"runs_dir": str(runs_dir)}, dispatch_enabled=False
+        )
+        self.connection.projects.add(world.alpha)
+        self.name = agent_name(connection_runs_dir(self.connection))
+        self.token = credentials.agent_credential(name=self.name)
+        self.attempts: list[str] = []
+        for _ in range(attempts):
+            task, _ = task_submit(user=world.bob, document=hello_spec(cloud=self.connection.cloud_id))
+            with transaction.atomic():
+                self.attempts.append(attempt_create(task=task_lock(task.pk), reason="bench").external_name)
+        self.seq = dict.fromkeys(self.attempts, 0)
+        self.offset = dict.fromkeys(self.attempts, 0)
+
+    def body(self, *, with_reports: bool = True) -> dict:
+        reports = []
+        for name in self.attempts if with_reports else ():
+            seq = self.seq[name]
+            events = [
+                {
+                    "seq": seq + i + 1,
+                    "type": "started" if seq + i == 0 else "progress",
+                    "data": {"message": f"s{seq + i}"},
+                }
+                for i in range(V2_EVENTS_PER_ATTEMPT)
+            ]
+            line = (b"%.6f " % time.time()).ljust(V2_LOG_BYTES_PER_ATTEMPT - 1, b"x") + b"\n"
+            logs = [{"stream": "stdout", "offset": self.offset[name], "data": base64.b64encode(line).decode()}]
+            reports.append({"attempt": name, "events": events, "logs": logs})
+        return {
+            "protocol": 2,
+            "agent": {"name": self.name, "boot_id": "bench", "version": "bench", "pid": os.getpid()},
+            "known": self.attempts,
+            "stopping": [],
+            "attempts": reports,
+            "wait": 0,
+        }
+
+    def take(self, answer: dict) -> tuple[int, int]:
+        """Record where the server stands; return (events, bytes) newly acknowledged."""
+        events = data = 0
+        for name, part in answer["attempts"].items():
+            if name in self.seq and "acked_seq" in part:
+                events += part["acked_seq"] - self.seq[name]
+                data += part["log_offsets"]["stdout"] - self.offset[name]
+                self.seq[name], self.offset[name] = part["acked_seq"], part["log_offsets"]["stdout"]
+        return events, data
+
+
+def v2_over_http(url: str, agents: list[Agent], seconds: float) -> dict[str, float]:
+    """Each agent posts its batches back to back (one request at a time, as an agent does) for `seconds`."""
+    totals = {"events": 0, "bytes": 0, "requests": 0}
+    latencies: list[float] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def run(agent: Agent) -> None:
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            answer = helpers.api_call(url, "POST", "/runner/v2/sync", agent.token, agent.body(), timeout=120)
+            took = time.monotonic() - started
+            events, data = agent.take(answer)
+            with lock:
+                latencies.append(took)
+                totals["events"] += events
+                totals["bytes"] += data
+                totals["requests"] += 1
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=run, args=(agent,)) for agent in agents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    return {
+        "events_per_s": totals["events"] / elapsed,
+        "kb_per_s": totals["bytes"] / elapsed / 1e3,
+        "requests_per_s": totals["requests"] / elapsed,
+        "p50": percentile(latencies, 0.5),
+        "p95": percentile(latencies, 0.95),
+    }
+
+
+def v2_in_process(agent: Agent, batches: int = 5) -> dict[str, float]:
+    """The same batch applied without HTTP: the apply side's own cost, and its queries."""
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    from runner_api.serializers import SyncInputSerializer
+    from runner_api.sync_scope import sync_scope
+    from tasks.services.runner_sync import sync_apply
+
+    times, queries, events = [], [], 0
+    for _ in range(batches):
+        serializer = SyncInputSerializer(data=agent.body())
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        with CaptureQueriesContext(db) as captured:
+            started = time.perf_counter()
+            scope = sync_scope(authorization=f"Bearer {agent.token}", claimed_agent=agent.name)
+            answer = sync_apply(scope=scope, agent=data["agent"], known=data["known"], reports=data["attempts"])
+            times.append(time.perf_counter() - started)
+        queries.append(len(captured))
+        events += agent.take(answer)[0]
+    return {
+        "ms_per_batch": 1000 * sorted(times)[len(times) // 2],
+        "queries_per_batch": sorted(queries)[len(queries) // 2],
+        "events_per_s": events / sum(times),
+    }
+
+
+def test_v2_batched_ingestion(live, world, tmp_path, monkeypatch):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)  # nothing runs the queued jobs: the benchmark plays the agents
+    vendor = connection.vendor
+    hosts, per_host = 4, 50
+    agents = [Agent(world, i, per_host, tmp_path) for i in range(hosts)]
+    for agent in agents:  # the hand-out: each agent takes its attempts (SUBMITTING → STARTING)
+        helpers.api_call(live.url, "POST", "/runner/v2/sync", agent.token, agent.body(with_reports=False), timeout=60)
+    print(f"\n=== Runner ingestion, protocol v2 (batched) on {vendor}, one Daphne; load {os.getloadavg()}")
+    shape = f"{V2_EVENTS_PER_ATTEMPT} events + one {V2_LOG_BYTES_PER_ATTEMPT}-byte log chunk"
+    print(f"  a batch: {per_host} attempts × ({shape})")
+    if os.environ.get("BENCH_PROFILE"):  # where the apply side's time goes
+        import cProfile
+        import pstats
+
+        profile = cProfile.Profile()
+        alone = profile.runcall(v2_in_process, agents[0])
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(40)
+    else:
+        alone = v2_in_process(agents[0])
+    print(
+        f"  apply side alone (in process, no HTTP): {alone['ms_per_batch']:.0f} ms and "
+        f"{alone['queries_per_batch']} queries per batch = {alone['events_per_s']:,.0f} events/s"
+    )
+    for count in (1, hosts):
+        got = v2_over_http(live.url, agents[:count], V2_SECONDS)
+        print(
+            f"  {count} agent(s) posting back to back over HTTP:   {got['events_per_s']:8,.0f} events/s acknowledged, "
+            f"{got['kb_per_s']:.1f} kB/s of log, {got['requests_per_s']:.1f} requests/s "
+            f"(request p50 {got['p50'] * 1000:.0f} ms, p95 {got['p95'] * 1000:.0f} ms)"
+        )
+    print(f"  target (issue 11): ≥ 2,000 events/s; load at the end {os.getloadavg()}")

@@ -1,14 +1,20 @@
-"""What one trivial task costs (issue 11): `make bench` (BENCH_ARGS="-k task_cost"; BENCH_TASKS=N).
+"""What one trivial task costs (issue 11), beside Slurm in the same run: `make bench-task-cost`.
 
-Starts CloudPivot as `make run` does (`manage.py serve --bootstrap`: Daphne, qcluster and, where the
-branch has one, the host agent) on the embedded default in a fresh var dir, then with one sequential
-REST client:
+`BENCH_TASKS=N` (default 200, the issue's figure), `BENCH_SHORT=1` for a quick run (30 tasks, 5 idle runs).
+With DATABASE_URL and REDIS_URL set it measures the embedded default and then PostgreSQL + Redis.
+
+Starts CloudPivot as `make run` does (`manage.py serve --bootstrap`: Daphne, qcluster and the host agent)
+in a fresh var dir (and a fresh PostgreSQL database), then with one sequential REST client on one
+keep-alive connection (as slurmrestd is driven):
 1. one task on an idle system, 10 times: submit → SUCCEEDED as the client sees it (polling every 10 ms);
 2. N × ["true"] submitted back to back: submit rate, end-to-end rate, submit → end p50/p95
    (server timestamps: created_at → finished_at);
 3. CPU ms per task summed over every process CloudPivot started (utime+stime from /proc for the
    whole process trees, with the reaped children counted through their parents' cutime+cstime),
    over the N-task phase.
+Then the Slurm peer (tests/bench/slurm_peer.py: Slurm 22.05, tuned `epilog` profile, slurmrestd, one
+sequential client) runs the same N jobs and one-at-a-time jobs, and a table puts both side by side with
+ratios. Without the peer it says why and prints CloudPivot's figures alone.
 Figures, not assertions: this machine is shared and noisy.
 """
 
@@ -16,14 +22,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from tests import helpers
+from tests.bench import served as serving
+from tests.bench import slurm_peer
 
 TICKS = os.sysconf("SC_CLK_TCK")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "UNKNOWN")
@@ -84,105 +88,114 @@ def _kind(command: str) -> str:
     return "programs and other"
 
 
-def test_task_cost(tmp_path):
-    count = int(os.environ.get("BENCH_TASKS", "100"))
-    port = helpers.free_port()
-    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
-    env |= {
-        "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base",
-        "CLOUDPIVOT_VAR_DIR": str(tmp_path / "var"),
-        "PORT": str(port),
-        "CLOUDPIVOT_QUEUE_NAME": f"bench-{os.getpid()}",
-        "CLOUDPIVOT_LOG_LEVEL": "WARNING",
+def settings_for_run() -> dict[str, int]:
+    short = os.environ.get("BENCH_SHORT", "") not in ("", "0")
+    return {
+        "count": int(os.environ.get("BENCH_TASKS", "30" if short else "200")),
+        "idle_runs": 5 if short else 10,
     }
-    log_path = tmp_path / "serve.log"
-    log = log_path.open("w")  # a file, not a pipe: nobody would drain a pipe, and a full one blocks the servers
-    serve = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--bootstrap"],
-        cwd=helpers.BASE_DIR,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        token = _token(serve, log_path)
-        base = f"http://127.0.0.1:{port}/api/v1/tasks"
 
-        def call(method, path="", body=None):
-            return helpers.api_call(base, method, path, token, body, timeout=120)  # a loaded SQLite server is slow
+
+def measure_cloudpivot(tmp_path, *, scale_out: bool, count: int, idle_runs: int) -> dict:
+    """One CloudPivot, started fresh, measured as the module docstring says."""
+    server = serving.start(tmp_path, scale_out=scale_out, label="pg" if scale_out else "sqlite")
+    client = serving.KeepAliveClient(server.url, server.token)
+    base = "/api/v1/tasks"
+    try:
 
         def run_one() -> float:
             started = time.monotonic()
-            task = call("POST", body={"cloud": "local", "command": ["true"]})
-            while call("GET", f"/{task['id']}")["state"] not in TERMINAL:
+            task = client.call("POST", base, {"cloud": "local", "command": ["true"]})
+            while client.call("GET", f"{base}/{task['id']}")["state"] not in TERMINAL:
                 time.sleep(0.01)
             return time.monotonic() - started
 
-        run_one()  # warm-up: workers forked, the agent (where there is one) started
+        run_one()  # warm-up: workers forked, the agent started
         time.sleep(2)
         idle = []
-        for _ in range(10):
+        for _ in range(idle_runs):
             idle.append(run_one())
             time.sleep(0.5)
         time.sleep(3)  # let the reconciler settle (cleanups) before the CPU window
 
-        roots = [serve.pid] + _agent_pids(tmp_path / "var" / "runs")
-        before = tree_cpu(roots)
+        before = tree_cpu(server.roots())
         began = time.monotonic()
-        ids = [call("POST", body={"cloud": "local", "command": ["true"]})["id"] for _ in range(count)]
+        ids = [client.call("POST", base, {"cloud": "local", "command": ["true"]})["id"] for _ in range(count)]
         submitted = time.monotonic() - began
-        while call("GET", "?limit=1&" + "&".join(f"state={s}" for s in OPEN))["results"]:
-            time.sleep(0.25)
+        open_filter = "&".join(f"state={s}" for s in OPEN)
+        while client.call("GET", f"{base}?limit=1&{open_filter}")["results"]:
+            time.sleep(0.1)
         ended = time.monotonic() - began
-        after = tree_cpu(roots + _agent_pids(tmp_path / "var" / "runs"))
-
-        rows = {t["id"]: t for t in call("GET", "?limit=500")["results"]}
-        tasks = [rows[i] for i in ids if i in rows]
-        latencies = [
-            (dt.datetime.fromisoformat(t["finished_at"]) - dt.datetime.fromisoformat(t["created_at"])).total_seconds()
-            for t in tasks
-            if t["finished_at"]
-        ]
-        states = defaultdict(int)
-        for task in tasks:
-            states[task["state"]] += 1
-        cpu = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in set(before) | set(after)}
-        total = sum(cpu.values())
-        print(f"\n=== Task cost, embedded default, {count} × ['true'] through the REST API, one sequential client")
-        print(f"  states: {dict(states)}")
-        print(f"  submit rate:                {count / submitted:7.1f} tasks/s")
-        print(f"  end-to-end rate:            {count / ended:7.1f} tasks/s")
-        p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
-        print(f"  submit → end p50 / p95:     {p50:7.2f} s / {p95:.2f} s")
-        print(f"  idle: one task, submit → SUCCEEDED p50: {percentile(idle, 0.5):.3f} s (10 runs, client-observed)")
-        print(f"  CPU per task, all processes: {1000 * total / count:7.1f} ms")
-        for kind in sorted(cpu, key=lambda k: -cpu[k]):
-            print(f"    {kind:28s} {1000 * cpu[kind] / count:7.1f} ms")
+        after = tree_cpu(server.roots())
+        rows = {t["id"]: t for t in client.call("GET", f"{base}?limit=500")["results"]}
     finally:
-        serve.send_signal(signal.SIGINT)
-        try:
-            serve.wait(timeout=30)
-        finally:
-            helpers.stop_process_group(serve, sig=signal.SIGKILL)
-            log.close()
+        client.close()
+        serving.stop(server)
+    tasks = [rows[i] for i in ids if i in rows]
+    latencies = [
+        (dt.datetime.fromisoformat(t["finished_at"]) - dt.datetime.fromisoformat(t["created_at"])).total_seconds()
+        for t in tasks
+        if t["finished_at"]
+    ]
+    states: dict[str, int] = defaultdict(int)
+    for task in tasks:
+        states[task["state"]] += 1
+    cpu = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in set(before) | set(after)}
+    return {
+        "database": server.database,
+        "states": dict(states),
+        "submit_rate": count / submitted,
+        "e2e_rate": count / ended,
+        "submit_to_end_p50": percentile(latencies, 0.5),
+        "submit_to_end_p95": percentile(latencies, 0.95),
+        "idle_submit_to_end_p50": percentile(idle, 0.5),
+        "cpu_ms_per_task": 1000 * sum(cpu.values()) / count,
+        "cpu_by_kind": {kind: 1000 * value / count for kind, value in cpu.items()},
+    }
 
 
-def _token(serve: subprocess.Popen, log: Path) -> str:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        for line in log.read_text().splitlines():
-            if line.startswith("  api token:"):
-                return line.split()[-1]
-        assert serve.poll() is None, "serve exited before printing the token: " + log.read_text()[-2000:]
-        time.sleep(0.2)
-    raise AssertionError("serve printed no token within 120 s")
+ROWS = (  # (label, key, format, higher is better)
+    ("submit rate (tasks|jobs/s)", "submit_rate", "{:8.1f}", True),
+    ("end-to-end rate (tasks|jobs/s)", "e2e_rate", "{:8.1f}", True),
+    ("submit → end p50 (s)", "submit_to_end_p50", "{:8.2f}", False),
+    ("submit → end p95 (s)", "submit_to_end_p95", "{:8.2f}", False),
+    ("idle: one task, submit → end p50 (s)", "idle_submit_to_end_p50", "{:8.3f}", False),
+    ("CPU per task, all processes (ms)", "cpu_ms_per_task", "{:8.1f}", False),
+)
 
 
-def _agent_pids(runs_dir: Path) -> list[int]:
-    """The host agent is detached (its own session, not a child of serve): a root of its own."""
-    try:
-        text = (runs_dir / "agent.lock").read_text().strip()
-    except OSError:
-        return []
-    return [int(text)] if text.isdigit() else []
+def print_side_by_side(count: int, ours: list[dict], slurm: dict | None, why_not: str) -> None:
+    print(f"\n=== Task cost: {count} × ['true'] on `local` via REST, one sequential keep-alive client")
+    heads = [o["database"] for o in ours] + (["Slurm 22.05 epilog (slurmrestd)"] if slurm else [])
+    ratio_head = " | ratio(s) ours/Slurm" if slurm else ""
+    print(f"  {'figure':38s}" + "".join(f" | {h[:30]:>30s}" for h in heads) + ratio_head)
+    for label, key, fmt, higher_better in ROWS:
+        cells = [fmt.format(o[key]) for o in ours]
+        line = f"  {label:38s}" + "".join(f" | {c:>30s}" for c in cells)
+        if slurm:
+            theirs = slurm.get(key.replace("cpu_ms_per_task", "cpu_ms_per_job"))
+            line += f" | {fmt.format(theirs):>30s}"
+            if theirs:
+                ratios = ", ".join(f"{o[key] / theirs:.2f}" for o in ours)
+                line += f" | {ratios} ({'≥ 1' if higher_better else '≤ 1'} is as good as Slurm)"
+        print(line)
+    for o in ours:
+        print(f"  {o['database']}: states {o['states']}; CPU per task by process kind:")
+        for kind, ms in sorted(o["cpu_by_kind"].items(), key=lambda item: -item[1]):
+            print(f"      {kind:28s} {ms:7.1f} ms")
+    if slurm:
+        print(f"  Slurm: {slurm['completed']} jobs completed; CPU = slurmctld, slurmd, slurmrestd, munged + children")
+    else:
+        print(f"  Slurm: not measured: {why_not}")
+    print(f"  load average at the end: {os.getloadavg()}")
+
+
+def test_task_cost(tmp_path):
+    run = settings_for_run()
+    print(f"\n(load average at the start: {os.getloadavg()})")
+    ours = [measure_cloudpivot(tmp_path, scale_out=False, **run)]
+    if serving.scale_out_requested():
+        ours.append(measure_cloudpivot(tmp_path, scale_out=True, **run))
+    why_not = slurm_peer.available()
+    slurm = None if why_not else slurm_peer.measure(n=run["count"], serial_n=run["idle_runs"])
+    print_side_by_side(run["count"], ours, slurm, why_not)

@@ -19,7 +19,18 @@ from typing import Any
 
 from tests import helpers
 
-PEER = helpers.BASE_DIR.parent / "shared" / "slurm-peer"
+
+def _peer_dir() -> Path:
+    """SLURM_PEER_DIR, else ../shared/slurm-peer beside the checkout (or beside the worktrees' parent)."""
+    if os.environ.get("SLURM_PEER_DIR"):
+        return Path(os.environ["SLURM_PEER_DIR"])
+    for base in (helpers.BASE_DIR.parent, helpers.BASE_DIR.parent.parent):
+        if (base / "shared" / "slurm-peer").is_dir():
+            return base / "shared" / "slurm-peer"
+    return helpers.BASE_DIR.parent / "shared" / "slurm-peer"
+
+
+PEER = _peer_dir()
 VENV_PYTHON = Path("/opt/slurm-peer-venv/bin/python")
 PID_DIR = Path("/run/slurm-peer")
 DAEMONS = ("slurmctld", "slurmd", "slurmrestd")

@@ -127,3 +127,24 @@ def test_the_session_works_for_the_api(client, world):
     client.force_login(world.bob)
     assert client.get("/api/v1/tasks").status_code == 200
     assert client.get("/api/v1/clouds").json()[0]["cloud_id"] == "local"
+
+
+def test_the_list_shows_each_waiting_tasks_queue_place_in_a_constant_number_of_queries(
+    api, world, django_assert_max_num_queries
+):
+    for i in range(3):
+        submit(world.bob, name=f"w{i}")
+    done = submit(world.bob, name="done")
+    Task.objects.filter(pk=done.pk).update(state="SUCCEEDED")
+    client = api("bob")
+    client.get("/api/v1/tasks")
+    with django_assert_max_num_queries(6):  # token, memberships, the page: not one COUNT per waiting task
+        rows = client.get("/api/v1/tasks").json()["results"]
+    assert {t["name"]: t["queue_position"] for t in rows} == {"w0": 1, "w1": 2, "w2": 3, "done": None}
+    for i in range(3, 12):
+        submit(world.bob, name=f"w{i}")
+    with django_assert_max_num_queries(6):
+        rows = client.get("/api/v1/tasks").json()["results"]
+    assert [t["queue_position"] for t in rows if t["name"].startswith("w")] == list(range(12, 0, -1))
+    assert client.get("/api/v1/tasks?owner=bob&project=alpha&cloud=local").json()["results"][0]["name"] == "w11"
+    assert client.get("/api/v1/tasks?owner=nobody").json()["results"] == []

@@ -1,0 +1,155 @@
+"""CloudPivot started for a benchmark as a user starts it (`manage.py serve --bootstrap`), on a fresh database.
+
+Embedded default: SQLite in a fresh var dir. With DATABASE_URL and REDIS_URL in the environment: a fresh
+PostgreSQL database of its own beside the one DATABASE_URL names (`<name>_bench_<suffix>`, dropped and made
+again), and that Redis. Benchmarks talk to it over HTTP like any client: `KeepAliveClient` is one keep-alive
+connection, as a business system's HTTP session is.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from tests import helpers
+
+
+def scale_out_requested() -> bool:
+    return bool(os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"))
+
+
+def fresh_postgres_url(label: str) -> str:
+    """A new empty database next to DATABASE_URL's, for this benchmark alone."""
+    import psycopg
+
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    suffix = os.environ.get("CLOUDPIVOT_TEST_DB_SUFFIX", "bench").replace("-", "_")
+    name = f"{parts.path.lstrip('/') or 'cloudpivot'}_bench_{label}_{suffix}"
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+@dataclass
+class Served:
+    """A running `serve --bootstrap`: its URL, the demo admin's API token and password, its processes."""
+
+    process: subprocess.Popen
+    var_dir: Path
+    url: str
+    token: str = ""
+    password: str = ""
+    database: str = "embedded default (SQLite)"
+    log: Path = field(default_factory=Path)
+
+    def roots(self) -> list[int]:
+        """Every process tree CloudPivot runs in: serve (Daphnes, qcluster) and the detached host agents."""
+        pids = [self.process.pid]
+        for lock in self.var_dir.rglob("agent.lock"):
+            text = lock.read_text().strip()
+            if text.isdigit():
+                pids.append(int(text))
+        return pids
+
+
+def start(tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, str] | None = None) -> Served:
+    """`manage.py serve --bootstrap` in a fresh var dir (and a fresh PostgreSQL database when scale_out)."""
+    port = helpers.free_port()
+    var_dir = tmp_path / f"var-{label}"
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base",
+        "CLOUDPIVOT_VAR_DIR": str(var_dir),
+        "PORT": str(port),
+        "CLOUDPIVOT_QUEUE_NAME": f"bench-{label}-{os.getpid()}",
+        "CLOUDPIVOT_LOG_LEVEL": "WARNING",
+    }
+    database = "embedded default (SQLite)"
+    if scale_out:
+        env["DATABASE_URL"] = fresh_postgres_url(label)
+        env["REDIS_URL"] = os.environ["REDIS_URL"]
+        database = "PostgreSQL + Redis"
+    env |= extra_env or {}
+    log_path = tmp_path / f"serve-{label}.log"
+    log = log_path.open("w")  # a file, not a pipe: nobody would drain a pipe, and a full one blocks the servers
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--bootstrap"],
+        cwd=helpers.BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    served = Served(process=process, var_dir=var_dir, url=f"http://127.0.0.1:{port}", database=database, log=log_path)
+    served.token = _wait_for_token(served)
+    served.password = (var_dir / "admin-password").read_text().strip()
+    return served
+
+
+def stop(served: Served) -> None:
+    served.process.send_signal(signal.SIGINT)
+    try:
+        served.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    helpers.stop_process_group(served.process, sig=signal.SIGKILL)
+    from tests.plugins.servers import kill_leftover_runners
+
+    kill_leftover_runners(served.var_dir)  # programs a benchmark left running must not load the next one
+
+
+def _wait_for_token(served: Served) -> str:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        for line in served.log.read_text().splitlines():
+            if line.strip().startswith("api token:"):
+                return line.split()[-1]
+        assert served.process.poll() is None, "serve exited early: " + served.log.read_text()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError("serve printed no token within 180 s")
+
+
+class KeepAliveClient:
+    """JSON over one keep-alive HTTP connection (reconnecting once if the server closed it)."""
+
+    def __init__(self, url: str, token: str, timeout: float = 120) -> None:
+        parts = urlsplit(url)
+        self.host, self.port, self.timeout, self.token = parts.hostname, parts.port, timeout, token
+        self.connection: http.client.HTTPConnection | None = None
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        for again in (True, False):
+            if self.connection is None:
+                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            try:
+                self.connection.request(method, path, body=data, headers=headers)
+                response = self.connection.getresponse()
+                payload = response.read()
+            except (http.client.HTTPException, ConnectionError):
+                self.close()
+                if again:
+                    continue
+                raise
+            if response.status >= 400:
+                raise AssertionError(f"{method} {path} → {response.status}: {payload[:500]!r}")
+            return json.loads(payload)
+        return None
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
