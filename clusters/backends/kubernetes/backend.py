@@ -20,10 +20,12 @@ from clusters.backends.base import (
     Observation,
 )
 from clusters.backends.kubernetes import figures, inventory, logs
+from clusters.backends.kubernetes.claims import claim_errors
 from clusters.backends.kubernetes.client import KubeApiError, KubeClient
 from clusters.backends.kubernetes.labels import LABEL_ATTEMPT, describe_labels, job_is_ours
-from clusters.backends.kubernetes.manifest import job_manifest
+from clusters.backends.kubernetes.manifest import job_manifest, resources_with_defaults
 from clusters.backends.kubernetes.observation import PodView, container_started, newest_pod, observe_attempt
+from clusters.backends.kubernetes.placement import placement_errors
 from clusters.models import CloudConnection
 
 KUBEVIRT_GROUP = "kubevirt.io"
@@ -58,7 +60,15 @@ class KubernetesBackend(ExecutionBackend):
                     'to run the command in, e.g. "image": "python:3.12-slim"',
                 }
             )
-        return errors
+        return errors + placement_errors(spec, self.options, cloud=self.connection.cloud_id)
+
+    def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The task's requests/limits: what it asked, else the connection's `default_resources` (its footprint)."""
+        return resources_with_defaults(spec.get("resources") or {}, self.options)
+
+    def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:
+        """The claims the project's task may not mount (claims.py): one read per claim it names."""
+        return claim_errors(self.client, spec.get("volumes") or [], project=project)
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         name = attempt.external_name
