@@ -67,6 +67,7 @@ def check_instance_fits(*, project: Project, connection_id: int, asked: Instance
             if limit is None or want <= 0:
                 continue
             left = max(int(limit) - getattr(used, amount_field), 0)
+            left = int(left) if left == int(left) else left  # tasks may hold half a vCPU
             if want > left:
                 message = (
                     f"quota exceeded: {words} {want}/{left} left "
