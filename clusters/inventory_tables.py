@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
+
 from cloudpivot.exceptions import ApplicationError, CloudUnavailable
 from clusters.backends import get_backend
 from clusters.backends.base import BackendError
@@ -52,14 +54,14 @@ def inventory_kinds(connection: CloudConnection) -> tuple[str, ...]:
         return ()
 
 
-def cloud_inventory_tables(*, connection: CloudConnection) -> CloudInventory:
+def cloud_inventory_tables(*, connection: CloudConnection, user: AbstractBaseUser) -> CloudInventory:
     kinds = inventory_kinds(connection)
     if not kinds:
         return CloudInventory(error=f"the {connection.get_backend_display()} backend has no inventory to show")
     found = CloudInventory()
     for kind in kinds:
         try:
-            answer = cloud_inventory(connection=connection, kind=kind)
+            answer = cloud_inventory(connection=connection, kind=kind, user=user)
         except CloudUnavailable as exc:
             if not found.tables:  # not even the first kind: the cloud is down, say it once
                 found.error = f"{exc.message}; the inventory could not be read"

@@ -53,9 +53,8 @@ def cloud_detail(request: HttpRequest, cloud_id: str) -> HttpResponse:
 def cloud_inventory(request: HttpRequest, cloud_id: str) -> HttpResponse:
     """The inventory panel, loaded after the page (htmx) so a slow cloud never holds the page back."""
     cloud = _visible_cloud(request, cloud_id)
-    return render(
-        request, "clusters/_inventory.html", {"cloud": cloud, "inventory": cloud_inventory_tables(connection=cloud)}
-    )
+    tables = cloud_inventory_tables(connection=cloud, user=request.user)
+    return render(request, "clusters/_inventory.html", {"cloud": cloud, "inventory": tables})
 
 
 @login_required

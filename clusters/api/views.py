@@ -28,7 +28,7 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(responses={200: dict}, summary="Inventory of one kind (Kubernetes: nodes, namespaces, pvcs, pods)")
     @action(detail=True, methods=["get"], url_path=r"resources/(?P<kind>[a-z0-9_-]+)")
     def resources(self, request, cloud_id=None, kind=None):
-        return Response(inventory.cloud_inventory(connection=self.get_object(), kind=kind))
+        return Response(inventory.cloud_inventory(connection=self.get_object(), kind=kind, user=request.user))
 
     @extend_schema(
         parameters=[SeriesQuerySerializer],
