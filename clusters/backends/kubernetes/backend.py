@@ -73,6 +73,7 @@ class KubernetesBackend(ExecutionBackend):
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         name = attempt.external_name
         client = self.client
+        self._check_claims_still_allowed(attempt)
         try:
             job = client.call(
                 f"creating Job {name}", client.batch().create_namespaced_job, self.namespace, self.job(attempt)
@@ -176,6 +177,14 @@ class KubernetesBackend(ExecutionBackend):
     def job(self, attempt: AttemptRef) -> dict[str, Any]:
         """The Job manifest for an attempt (manifest.py)."""
         return job_manifest(attempt, namespace=self.namespace, installation=self.installation, options=self.options)
+
+    def _check_claims_still_allowed(self, attempt: AttemptRef) -> None:
+        """Each start (a retry may come much later) mounts only claims the project may still use: the
+        cluster's admin may have taken an annotation back, or a claim may have been replaced since submission."""
+        volumes = attempt.spec.get("volumes") or []
+        errors = claim_errors(self.client, volumes, project=attempt.spec.get("project") or "") if volumes else []
+        if errors:
+            raise BackendError(f"{errors[0]['field']}: {errors[0]['message']}", kind="invalid_spec")
 
     def _is_ours(self, job: dict[str, Any], attempt: AttemptRef) -> bool:
         return job_is_ours(
