@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='cloudconnection',
             name='facts',
-            field=models.JSONField(blank=True, default=dict, editable=False, help_text='What CloudPivot read from the cloud and keeps (e.g. flavor sizes); emptied when the connection is saved.'),
+            field=models.JSONField(blank=True, default=dict, editable=False, help_text='What CloudPivot read from the cloud (e.g. flavor sizes); emptied when the connection is saved.'),
         ),
         migrations.AddField(
             model_name='cloudconnection',
