@@ -2,7 +2,7 @@
 
 Use is counted the way admission counts it: tasks by tasks.selectors.task_quota_usage (admitted, unfinished
 tasks), instances by resources.quotas.instance_usage (instances holding quota). A limit of vCPU or memory
-holds tasks and instances each on its own, so each gets its own bar.
+holds tasks and instances together (accounts.quotas.shared_usage), so its bar shows both.
 """
 
 from __future__ import annotations
@@ -17,16 +17,14 @@ from cloudpivot.accounts.selectors import projects_visible_to
 from resources.quotas import instance_usage
 from tasks.selectors import task_quota_usage
 
-# (label, quota field, "tasks" or "instances", footprint field, unit)
+# (label, quota field, what holds it: "tasks", "instances" or "both" (task and instance fields), unit)
 BARS = [
-    ("Tasks", "max_tasks", "tasks", "tasks", ""),
-    ("Task vCPU", "max_vcpu", "tasks", "vcpu", ""),
-    ("Task memory", "max_memory_mb", "tasks", "memory_mb", "MB"),
-    ("GPUs", "max_gpus", "tasks", "gpus", ""),
-    ("Instances", "max_instances", "instances", "instances", ""),
-    ("Instance vCPU", "max_vcpu", "instances", "vcpus", ""),
-    ("Instance memory", "max_memory_mb", "instances", "memory_mb", "MB"),
-    ("Instance disks", "max_volume_gb", "instances", "volume_gb", "GB"),
+    ("Tasks", "max_tasks", "tasks", ("tasks",), ""),
+    ("vCPU (tasks and instances)", "max_vcpu", "both", ("vcpu", "vcpus"), ""),
+    ("Memory (tasks and instances)", "max_memory_mb", "both", ("memory_mb", "memory_mb"), "MB"),
+    ("GPUs", "max_gpus", "tasks", ("gpus",), ""),
+    ("Instances", "max_instances", "instances", ("instances",), ""),
+    ("Instance disks", "max_volume_gb", "instances", ("volume_gb",), "GB"),
 ]
 
 
@@ -58,14 +56,18 @@ def quota_cards(*, user: AbstractBaseUser) -> list[QuotaCard]:
         scope = quota.connection.cloud_id if quota.connection_id else "all clouds"
         card = QuotaCard(project=quota.project.slug, scope=scope)
         use = {}
-        for label, limit_field, kind, amount_field, unit in BARS:
+        for label, limit_field, kind, amount_fields, unit in BARS:
             limit = getattr(quota, limit_field)
             if limit is None:
                 continue
-            if kind not in use:
-                count = task_quota_usage if kind == "tasks" else instance_usage
-                use[kind] = count(project_id=quota.project_id, connection_id=quota.connection_id)
-            used = getattr(use[kind], amount_field)
+            holders = ("tasks", "instances") if kind == "both" else (kind,)
+            for holder in holders:
+                if holder not in use:
+                    count = task_quota_usage if holder == "tasks" else instance_usage
+                    use[holder] = count(project_id=quota.project_id, connection_id=quota.connection_id)
+            used = sum(
+                (Decimal(str(getattr(use[h], f))) for h, f in zip(holders, amount_fields, strict=True)), Decimal(0)
+            )
             percent = 100 if not limit else min(100, round(100 * Decimal(str(used)) / Decimal(str(limit))))
             card.bars.append(QuotaBar(label, _amount(used), _amount(limit), unit, percent))
         if card.bars:

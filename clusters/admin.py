@@ -1,7 +1,15 @@
 from django.contrib import admin, messages
 
+from clusters.choices import BackendKind
 from clusters.health import connections_check
 from clusters.models import CloudConnection, MetricSample
+
+HOST_WARNING = (
+    "This connection runs each task's program on the CloudPivot host itself: as the account its run_as option "
+    "names (options.run_as), else as the user CloudPivot runs as, who can read the database, its sessions and "
+    "the secret key. Grant it only to projects whose members you would give a shell on this host. Only "
+    "superusers may grant or change it."
+)
 
 
 @admin.register(CloudConnection)
@@ -9,6 +17,7 @@ class CloudConnectionAdmin(admin.ModelAdmin):
     list_display = [
         "cloud_id",
         "backend",
+        "runs_on_host",
         "dispatch_enabled",
         "max_active_tasks",
         "health_status",
@@ -20,7 +29,20 @@ class CloudConnectionAdmin(admin.ModelAdmin):
     filter_horizontal = ["projects"]
     readonly_fields = ["health_status", "health_message", "health_checked_at", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["cloud_id", "name", "backend", "dispatch_enabled", "max_active_tasks", "projects"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "cloud_id",
+                    "name",
+                    "backend",
+                    "runs_on_host",
+                    "dispatch_enabled",
+                    "max_active_tasks",
+                    "projects",
+                ]
+            },
+        ),
         (
             "Where and how",
             {
@@ -31,6 +53,36 @@ class CloudConnectionAdmin(admin.ModelAdmin):
         ("Health", {"fields": ["health_status", "health_message", "health_checked_at"]}),
     ]
     actions = ["test_connection"]
+
+    # ------------------------------------------------------------------ code on the host: superusers only
+    def has_change_permission(self, request, obj=None) -> bool:
+        """Granting or changing a connection that runs programs on this host is a superuser's act: it hands out
+        code execution on the server (docs/security.md)."""
+        if obj is not None and obj.runs_on_host and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and obj.runs_on_host and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields if request.user.is_superuser else [*fields, "runs_on_host"]
+
+    def formfield_for_choice_field(self, db_field, request, **kwargs):
+        """Staff who are not superusers cannot make a `local` connection (they could grant it to themselves)."""
+        if db_field.name == "backend" and not request.user.is_superuser:
+            kwargs["choices"] = [c for c in BackendKind.choices if c[0] != BackendKind.LOCAL]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not obj.runs_on_host:
+            return fieldsets
+        (name, options), *rest = fieldsets
+        return [(name, {**options, "description": HOST_WARNING}), *rest]
 
     @admin.action(description="Test connection (run its checks now)", permissions=["change"])
     def test_connection(self, request, queryset) -> None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
+
+from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import ApplicationError, cloud_error
 from clusters.backends import get_backend
 from clusters.backends.base import BackendError
@@ -18,8 +21,8 @@ def _domain_error(connection: CloudConnection, exc: BackendError) -> Application
     return cloud_error(exc, doing=f"asking the {connection.cloud_id} cloud")
 
 
-def cloud_inventory(*, connection: CloudConnection, kind: str) -> dict[str, Any]:
-    """{"cloud", "kind", "count", "items"}; NotFound for a kind the cloud has no inventory of."""
+def cloud_inventory(*, connection: CloudConnection, kind: str, user: AbstractBaseUser) -> dict[str, Any]:
+    """{"cloud", "kind", "count", "items"} as `user` may see them; NotFound for a kind the cloud has no inventory of."""
     try:
         backend = get_backend(connection)
         kinds = backend.inventory_kinds
@@ -31,7 +34,25 @@ def cloud_inventory(*, connection: CloudConnection, kind: str) -> dict[str, Any]
         items = backend.inventory(kind)
     except BackendError as exc:
         raise _domain_error(connection, exc) from None
+    if kind == "pvcs":
+        items = pvcs_visible_to(user=user, connection=connection, items=items)
     return {"cloud": connection.cloud_id, "kind": kind, "count": len(items), "items": items}
+
+
+def pvcs_visible_to(*, user: AbstractBaseUser, connection: CloudConnection, items: list[dict]) -> list[dict]:
+    """The claims a user may see: superusers all; others those annotated for one of their projects that may use
+    the connection (or for every project: "*"), never a VM instance's disk. A claim's name is another project's
+    business (it names its data), so readers do not learn it (docs/security.md)."""
+    if user.is_superuser:
+        return items
+    mine = set(projects_visible_to(user=user).filter(connections=connection).values_list("slug", flat=True))
+    if not mine:
+        return []
+    return [
+        item
+        for item in items
+        if not item.get("instance_disk") and ("*" in item.get("projects", ()) or mine & set(item.get("projects", ())))
+    ]
 
 
 def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from typing import Any
 from cloudpivot.exceptions import ApplicationError, CloudUnavailable, PermissionDenied
 from clusters.backends import get_backend
 from clusters.backends.base import BackendError
-from clusters.inventory import cloud_inventory
 from clusters.models import CloudConnection
 
 CELL_LIMIT = 120  # characters of one cell; the API has the whole value
@@ -52,7 +51,7 @@ def inventory_kinds(connection: CloudConnection) -> tuple[str, ...]:
         return ()
 
 
-def cloud_inventory_tables(*, connection: CloudConnection, read: Any = cloud_inventory) -> CloudInventory:
+def cloud_inventory_tables(*, connection: CloudConnection, read: Any) -> CloudInventory:
     """The tables; `read(connection=, kind=)` answers one kind (the page passes what its user may see)."""
     kinds = inventory_kinds(connection)
     if not kinds:

@@ -32,6 +32,17 @@ class CloudConnection(BaseModel):
     projects = models.ManyToManyField(
         Project, blank=True, related_name="connections", help_text="Projects whose members may use this connection."
     )
+    runs_on_host = models.BooleanField(
+        default=False,
+        help_text="Tasks run their programs on the CloudPivot host itself (always so for `local`): a project granted "
+        "this connection can read what the program's user can read. Only superusers may grant or change it.",
+    )
+    facts = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What CloudPivot read from the cloud (e.g. flavor sizes); emptied when the connection is saved.",
+    )
     health_status = models.CharField(max_length=16, choices=HealthStatus.choices, default=HealthStatus.UNKNOWN)
     health_message = models.TextField(blank=True)
     health_checked_at = models.DateTimeField(null=True, blank=True)
@@ -51,6 +62,14 @@ class CloudConnection(BaseModel):
             if exc.field.startswith("options."):
                 raise ValidationError({"options": f"{exc.field}: {exc.message}"}) from None
             raise ValidationError({exc.field: exc.message}) from None
+
+    def save(self, *args, **kwargs) -> None:
+        """`local` always runs on the host, whatever the form said; a changed connection forgets its cached facts."""
+        if self.backend == BackendKind.LOCAL:
+            self.runs_on_host = True
+        if not kwargs.get("update_fields"):
+            self.facts = {}
+        super().save(*args, **kwargs)
 
 
 class MetricSample(models.Model):

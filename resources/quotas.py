@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import Q, Sum
 
 from cloudpivot.accounts.models import Project
-from cloudpivot.accounts.quotas import quota_scope, quotas_for
+from cloudpivot.accounts.quotas import quota_scope, quotas_for, shared_usage
 from cloudpivot.exceptions import QuotaExceeded
 from resources.choices import InstanceStatus, SnapshotStatus
 from resources.models import Instance, Snapshot
@@ -59,11 +59,15 @@ def check_instance_fits(*, project: Project, connection_id: int, asked: Instance
     """Raise QuotaExceeded naming the resource, the amount asked and what is left. Call under the row locks."""
     for quota in quotas_for(project_id=project.pk, connection_id=connection_id):
         used = instance_usage(project_id=project.pk, connection_id=quota.connection_id)
+        # vCPU and memory limits hold tasks and instances together: add what the project's tasks hold.
+        tasks = shared_usage(project_id=project.pk, connection_id=quota.connection_id, besides="instances")
+        used.vcpus, used.memory_mb = used.vcpus + tasks.vcpu, used.memory_mb + tasks.memory_mb
         for limit_field, amount_field, words, field in LIMITS:
             limit, want = getattr(quota, limit_field), getattr(asked, amount_field)
             if limit is None or want <= 0:
                 continue
             left = max(int(limit) - getattr(used, amount_field), 0)
+            left = int(left) if left == int(left) else left  # tasks may hold half a vCPU
             if want > left:
                 message = (
                     f"quota exceeded: {words} {want}/{left} left "

@@ -11,6 +11,8 @@ from django.db.models import Model, QuerySet
 from cloudpivot.accounts.models import Membership, Project, Role
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import NotFound, PermissionDenied
+from clusters.ownership import SnapshotOwner
+from resources.choices import SnapshotStatus
 from resources.models import Instance, Operation, Snapshot
 
 
@@ -56,3 +58,12 @@ def check_can_act(*, user: AbstractBaseUser, project: Project) -> None:
     role = project_role(user=user, project=project)
     if not role_at_least(role, Role.SUBMITTER):
         raise PermissionDenied(f"your role in {project.slug} is {role}; instance actions need submitter or admin")
+
+
+def snapshot_owners_of_image(image_id: str) -> list[SnapshotOwner]:
+    """Every snapshot made as this cloud image, with its project (clusters.ownership's rule reads these)."""
+    rows = Snapshot.objects.filter(image_id=image_id).values_list("pk", "name", "project_id", "project__slug", "status")
+    return [
+        SnapshotOwner(str(pk), name, project_id, slug, status != SnapshotStatus.DELETED)
+        for pk, name, project_id, slug, status in rows
+    ]

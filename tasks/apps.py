@@ -8,7 +8,13 @@ class TasksConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
+        from cloudpivot.accounts.quotas import register_usage
         from tasks import receivers
+        from tasks.selectors import task_quota_usage
+
+        # Tasks and instances share a project's vCPU and memory limits (accounts.quotas.shared_usage).
+        register_usage("tasks", task_quota_usage)
+
         from tasks.dispatch import tick_on_worker_spawn
 
         # A project whose grant on a connection is removed has its tasks there stopped.

@@ -7,6 +7,7 @@ a project's tasks hold now is counted by tasks (tasks.selectors.task_quota_usage
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -40,7 +41,11 @@ LIMITS = [
 
 
 def task_footprint(spec: dict[str, Any]) -> Footprint:
-    """What one task counts against quotas: itself, its declared CPUs (1 if unsaid), memory and GPUs."""
+    """What one task counts against quotas: itself, its CPUs (1 if unsaid), memory and GPUs.
+
+    The submission fills `resources` in with what the cloud really gives the task (a Kubernetes connection's
+    default requests, an OpenStack flavor's size: clusters.task_checks), so these are its real amounts.
+    """
     resources = spec.get("resources") or {}
     return Footprint(
         tasks=1,
@@ -48,6 +53,28 @@ def task_footprint(spec: dict[str, Any]) -> Footprint:
         memory_mb=int(resources.get("memory_mb") or 0),
         gpus=int(resources.get("gpu") or 0),
     )
+
+
+# Tasks and instances share a project's vCPU and memory limits. accounts counts neither (it is the lowest
+# app): each app that holds vCPU and memory hands in its counter when Django starts (its apps.py), and
+# each side's check adds what the others hold.
+UsageCounter = Callable[..., Footprint]  # (project_id=, connection_id=) → what that kind holds
+_usage_counters: dict[str, UsageCounter] = {}
+
+
+def register_usage(kind: str, counter: UsageCounter) -> None:
+    """Called once per holder kind ("tasks", "instances") from its AppConfig.ready()."""
+    _usage_counters[kind] = counter
+
+
+def shared_usage(*, project_id: int, connection_id: int | None, besides: str) -> Footprint:
+    """The vCPU and memory the project holds through every kind but `besides` (on one connection, or on all)."""
+    total = Footprint()
+    for kind, counter in _usage_counters.items():
+        if kind != besides:
+            used = counter(project_id=project_id, connection_id=connection_id)
+            total = total + Footprint(vcpu=Decimal(str(used.vcpu)), memory_mb=int(used.memory_mb))
+    return total
 
 
 def quotas_for(*, project_id: int, connection_id: int) -> list[Quota]:

@@ -141,6 +141,23 @@ class ExecutionBackend:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ optional, with their defaults
+    def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """What the task will hold on this cloud ({cpu, memory_mb, gpu}): its quota footprint, fixed at submission.
+
+        By default what it asked; a cloud that gives more (a connection's default requests, a VM's flavor) says so.
+        """
+        return dict(spec.get("resources") or {})
+
+    def learned_facts(self) -> dict[str, Any]:
+        """What calls so far learned about the cloud that the connection should keep (`CloudConnection.facts`,
+        e.g. a flavor's size), for the caller to store: backends never write the database."""
+        return {}
+
+    def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:
+        """Field errors for the cloud objects the task names that its project may not use (another project's
+        image or volume); empty when it may. Asked at submission, after validate(); may ask the cloud."""
+        return []
+
     def inventory(self, kind: str) -> list[dict[str, Any]]:
         """Plain dicts describing the cloud's objects of one kind (e.g. nodes); not_found for an unknown kind."""
         raise BackendError(f"no inventory for the {self.connection.cloud_id} cloud", kind="not_found")

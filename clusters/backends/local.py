@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -25,9 +26,15 @@ from django.conf import settings
 from cloudpivot.credentials import agent_credential
 from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
 from clusters.models import CloudConnection
-from runner_api.agent.cloudpivot_supervisor import lock_held
+from runner_api.agent.cloudpivot_supervisor import RUN_AS_ENV, lock_held
 
 AGENT_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_agent.py"
+
+
+def connection_run_as(connection: CloudConnection) -> str:
+    """The account programs run as (docs/security.md): the connection's `run_as`, else CLOUDPIVOT_RUN_AS;
+    "" runs them as the agent's own user. The agent's supervisor drops to it before exec."""
+    return str(connection.options.get("run_as") or os.environ.get(RUN_AS_ENV, "")).strip()
 
 
 def connection_runs_dir(connection: CloudConnection) -> Path:
@@ -160,7 +167,7 @@ class LocalBackend(ExecutionBackend):
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    env=_runner_environment(),
+                    env=_runner_environment(run_as=connection_run_as(self.connection)),
                     start_new_session=True,
                     close_fds=True,
                     cwd=self.runs_dir,
@@ -216,7 +223,14 @@ class LocalBackend(ExecutionBackend):
             return Health(ok=False, message=f"cannot create {self.runs_dir}: {exc}")
         if not os.access(self.runs_dir, os.W_OK):
             return Health(ok=False, message=f"{self.runs_dir} is not writable")
-        return Health(ok=True, message=f"runs tasks on this host under {self.runs_dir}")
+        run_as = connection_run_as(self.connection)
+        if run_as:
+            try:
+                pwd.getpwnam(run_as)
+            except KeyError:
+                return Health(ok=False, message=f"run_as names {run_as}, and there is no such user on this host")
+        who = run_as or pwd.getpwuid(os.geteuid()).pw_name
+        return Health(ok=True, message=f"runs tasks on this host as {who} under {self.runs_dir}")
 
     def inventory(self, kind: str) -> list[dict[str, Any]]:
         raise BackendError(
@@ -235,11 +249,13 @@ class LocalBackend(ExecutionBackend):
         return self.runs_dir / attempt.external_name
 
 
-def _runner_environment() -> dict[str, str]:
+def _runner_environment(*, run_as: str = "") -> dict[str, str]:
     """A minimal environment: the Runner (and the program) must not inherit this server's secrets."""
     env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8")}
     if "HOME" in os.environ:
         env["HOME"] = os.environ["HOME"]
+    if run_as:
+        env[RUN_AS_ENV] = run_as
     return env
 
 

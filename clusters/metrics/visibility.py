@@ -42,7 +42,7 @@ def inventory_visible(*, user: AbstractBaseUser, connection: CloudConnection, ki
             f"the {kind} of the {connection.cloud_id} cloud are cloud-wide: only administrators see them",
             code="admins_only",
         )
-    answer = cloud_inventory(connection=connection, kind=kind)
+    answer = cloud_inventory(connection=connection, kind=kind, user=user)
     if sees_whole_cloud(user) or kind not in ("pods", "servers", "images"):
         return answer
     items = answer["items"]

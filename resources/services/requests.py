@@ -29,6 +29,7 @@ from cloudpivot.exceptions import (
 )
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from clusters.models import CloudConnection
+from clusters.ownership import check_image_for_project
 from clusters.selectors import connection_for_user, connection_granted, grant_withdrawn_words
 from resources import dispatch, quotas
 from resources.backends import get_instance_backend
@@ -225,25 +226,10 @@ def _foreign_project(snapshot: Snapshot, slug: str, *, field: str = "project") -
 
 
 def _refuse_foreign_snapshot_image(backend, image: str, project: Project) -> None:
-    """A plain create must not boot another project's snapshot: all projects share the connection's tenant,
-    so its snapshot images are visible to everyone. Two checks: the image is a snapshot row of another
-    project, or it carries CloudPivot's `cloudpivot_snapshot` mark that no live snapshot of this project
-    owns (a snapshot whose row is gone, or one from another installation). KubeVirt snapshots are not
-    bootable images (image_snapshot_ref answers ""), so only the first check applies there.
-    """
-    foreign = Snapshot.objects.filter(image_id=image).exclude(project=project).select_related("project").first()
-    if foreign is not None:
-        raise _foreign_project(foreign, project.slug, field="image")
+    """A plain create must not boot another project's snapshot: the rule tasks share (clusters.ownership).
+    KubeVirt snapshots are not bootable images (image_snapshot_ref answers ""), so only the row check applies."""
     marked = _cloud_read("reading the image", "image", backend.image_snapshot_ref, image)
-    if not marked:
-        return
-    owned = Snapshot.objects.filter(project=project, image_id=image).exclude(status=SS.DELETED)
-    if str(marked) not in {str(pk) for pk in owned.values_list("pk", flat=True)}:
-        message = (
-            f"image {image} is a CloudPivot snapshot that no snapshot of project {project.slug} owns; "
-            f"it cannot be restored into project {project.slug}"
-        )
-        raise PermissionDenied(message, errors=[{"field": "image", "message": message}], code="restore_other_project")
+    check_image_for_project(image_id=image, snapshot_mark=marked, project_id=project.pk, project_slug=project.slug)
 
 
 # ---------------------------------------------------------------------------- actions

@@ -1,6 +1,13 @@
 """The host agent's supervisor: a forked copy of the agent that starts one program and outlives the agent.
 
 Also the small file helpers the agent and the supervisor share. Standard library only, Python 3.8+.
+
+Run as: where the agent runs as root, `CLOUDPIVOT_RUN_AS` in its environment (the `local` connection's
+`run_as`, docs/security.md) names the unprivileged account programs run as. The program's side of the fork
+drops to it just before exec; what the program must write stays writable: its output files were opened
+before (inherited descriptors), its default working directory is handed to the account, and its result file
+is created for the account and passed as an inherited descriptor (`CLOUDPIVOT_RESULT_FILE=/dev/fd/N`), since
+the account cannot walk into the agent's private directories. Everything else of the agent's stays 0600/0700.
 """
 
 from __future__ import annotations
@@ -8,7 +15,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pwd
 import signal
+
+RUN_AS_ENV = "CLOUDPIVOT_RUN_AS"
+RESULT = "result.json"
 
 try:
     import cloudpivot_runner as runner
@@ -109,6 +120,8 @@ def supervise(directory: str, spec: dict, keep: tuple) -> None:
             with open(os.path.join(directory, "stderr"), "ab") as err:
                 err.write(("cloudpivot-agent: %s\n" % status["error"]).encode("utf-8", "replace"))
         status["finished"] = runner.utc_stamp()
+        if os.environ.get(RUN_AS_ENV):
+            drop_empty_result(os.path.join(directory, RESULT))
         write_json(os.path.join(directory, "exit.json"), status)
         code = 0
     finally:
@@ -129,12 +142,19 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
         if not argv or not all(isinstance(arg, str) for arg in argv):
             code, message = 127, "the assignment has no valid command (argv must be a non-empty list of strings)"
         else:
+            account = run_as_account(os.environ.get(RUN_AS_ENV, ""))
+            if account is not None:
+                hand_over(directory, spec, account)
             try:
-                os.chdir(spec["workdir"])
+                os.chdir(spec["workdir"])  # before dropping privileges: the account cannot walk into var/
             except OSError:
                 message = "working directory not found: %s" % spec["workdir"]
             else:
+                if account is not None:
+                    become(account)
                 os.execvpe(argv[0], argv, spec["env"])
+    except RunAsError as exc:
+        code, message = 126, str(exc)
     except FileNotFoundError:
         code, message = 127, "command not found: %s" % argv[0]
     except PermissionError:
@@ -146,3 +166,59 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
             os.write(error_w, message.encode("utf-8", "replace"))
         finally:
             os._exit(code)
+
+
+# --------------------------------------------------------------------------- run as another account
+
+
+class RunAsError(Exception):
+    """The program cannot be run as the configured account (no such account; this process may not switch)."""
+
+
+def run_as_account(name: str):
+    """The account programs run as (a pwd entry), or None: no `run_as`, or it is this process's own user."""
+    if not name:
+        return None
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise RunAsError("cannot run the program as %s: there is no such user on this host" % name) from None
+    if account.pw_uid == os.getuid():
+        return None
+    if os.geteuid() != 0:
+        raise RunAsError("cannot run the program as %s: the host agent does not run as root" % name)
+    return account
+
+
+def hand_over(directory: str, spec: dict, account) -> None:
+    """Before the drop: give the account its working directory (the default one), its result file and home."""
+    uid, gid = account.pw_uid, account.pw_gid
+    default_work = os.path.join(directory, "work")
+    if os.path.realpath(spec["workdir"]) == os.path.realpath(default_work):
+        os.chown(default_work, uid, gid)
+    result = os.open(os.path.join(directory, RESULT), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchown(result, uid, gid)
+    os.set_inheritable(result, True)
+    env = spec["env"]
+    env["CLOUDPIVOT_RESULT_FILE"] = "/dev/fd/%d" % result
+    env["HOME"] = spec["workdir"]
+    env["USER"] = env["LOGNAME"] = account.pw_name
+
+
+def become(account) -> None:
+    """Drop to the account for good: its groups, then its group, then its user (root cannot come back)."""
+    try:
+        os.initgroups(account.pw_name, account.pw_gid)
+        os.setgid(account.pw_gid)
+        os.setuid(account.pw_uid)
+    except OSError as exc:
+        raise RunAsError("cannot run the program as %s: %s" % (account.pw_name, exc.strerror or exc)) from None
+
+
+def drop_empty_result(path: str) -> None:
+    """The result file made for the account but never written: as if the program had written none."""
+    try:
+        if os.lstat(path).st_size == 0:
+            os.unlink(path)
+    except OSError:
+        pass

@@ -104,8 +104,11 @@ class _QuotaLedger:
 
     def __init__(self, project_id: int, connection_id: int) -> None:
         self.quotas = quotas.quotas_for(project_id=project_id, connection_id=connection_id)
+        # vCPU and memory limits hold tasks and instances together (accounts.quotas.shared_usage).
         self.used = {
-            q.connection_id: task_quota_usage(project_id=project_id, connection_id=q.connection_id) for q in self.quotas
+            q.connection_id: task_quota_usage(project_id=project_id, connection_id=q.connection_id)
+            + quotas.shared_usage(project_id=project_id, connection_id=q.connection_id, besides="tasks")
+            for q in self.quotas
         }
 
     def blocking(self, footprint: quotas.Footprint, project: Project) -> str:

@@ -9,10 +9,9 @@ from django.db import IntegrityError, transaction
 
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.selectors import project_for_submission
-from cloudpivot.exceptions import BackendError, InvalidSpec, cloud_error
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
-from clusters.backends import get_backend
 from clusters.selectors import connection_for_user
+from clusters.task_checks import task_spec_check
 from tasks import dispatch
 from tasks.models import Task
 from tasks.services.lifecycle import event_append
@@ -33,12 +32,7 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
     spec = spec_normalize(document)
     connection = connection_for_user(user=user, cloud_id=spec["cloud"])
     project = project_for_submission(user=user, connection=connection, slug=spec.get("project"))
-    try:
-        errors = get_backend(connection).validate(spec)
-    except BackendError as exc:  # e.g. a connection whose backend kind this version does not have
-        raise cloud_error(exc, doing=f"checking the task for {connection.cloud_id}", field="cloud") from None
-    if errors:
-        raise InvalidSpec(f"invalid task document: {errors[0]['field']}: {errors[0]['message']}", errors=errors)
+    spec = task_spec_check(connection=connection, project=project, spec=spec)  # the cloud's checks, the footprint
     quotas.check_can_ever_fit(project=project, connection_id=connection.pk, footprint=quotas.task_footprint(spec))
     spec["project"] = project.slug
     try:

@@ -58,7 +58,9 @@ def test_the_job_is_one_literal_run_with_our_labels_and_limits(backend, kube, ku
         "ttl_seconds_after_finished": 600,
     }
     backend = KubernetesBackend(kube_connection)
+    kube.put(PVCS, "tasks", {"metadata": {"name": "data", "annotations": {"cloudpivot.io/projects": "alpha"}}})
     attempt = ref(
+        project="alpha",
         command=["sh", "-c", "echo $HOME; rm -rf /"],
         env={"A": "1"},
         workdir="/work",
@@ -322,3 +324,14 @@ def test_inventory_and_metrics(backend, kube):
             "timestamp": figures["pods"][0]["timestamp"],
         }
     ]
+
+
+def test_each_start_mounts_only_claims_the_project_may_still_use(backend, kube):
+    """A retry may start long after the submission: the claim is checked again, and nothing is created."""
+    kube.put(PVCS, "tasks", {"metadata": {"name": "data", "annotations": {"cloudpivot.io/projects": "beta"}}})
+    attempt = ref(project="alpha", volumes=[{"claim": "data", "mount_path": "/data"}])
+    with pytest.raises(BackendError) as refused:
+        backend.ensure_started(attempt)
+    assert refused.value.kind == "invalid_spec"
+    assert refused.value.message.startswith("volumes.0.claim: project alpha may not use PersistentVolumeClaim data")
+    assert attempt.external_name not in kube.jobs()

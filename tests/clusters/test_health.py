@@ -77,7 +77,7 @@ def test_rejected_credentials_are_failing_without_the_token(kube, kube_connectio
 def test_the_local_cloud_is_ok(world):
     connections_check([world.local])
     row = stored(world.local)
-    assert row.health_status == "ok" and row.health_message.startswith("runs tasks on this host under ")
+    assert row.health_status == "ok" and row.health_message.startswith("runs tasks on this host as ")
 
 
 def test_a_cloud_that_hangs_is_failing_at_the_deadline_and_does_not_hold_the_others(

@@ -27,3 +27,11 @@ def test_it_writes_a_private_credential_the_server_accepts_and_prints_the_comman
 def test_it_names_a_cloud_that_is_not_local(world):
     with pytest.raises(CommandError, match="no local connection with cloud id 'elsewhere'"):
         call_command("host_agent", cloud="elsewhere")
+
+
+def test_the_command_line_carries_the_run_as_account(world):
+    world.local.options |= {"run_as": "cloudpivot-tasks"}
+    world.local.save()
+    out = StringIO()
+    call_command("host_agent", stdout=out)
+    assert out.getvalue().startswith("CLOUDPIVOT_RUN_AS=cloudpivot-tasks ")

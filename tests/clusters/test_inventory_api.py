@@ -81,3 +81,32 @@ def test_a_refusing_cloud_is_a_502_in_words(api, kube, kube_connection):
     answer = api("bob").get("/api/v1/clouds/k3s-lab/resources/pods")
     assert answer.status_code == 502
     assert answer.json()["code"] == "cloud_refused" and "403 Forbidden" in answer.json()["message"]
+
+
+def test_readers_see_only_their_projects_claims_and_never_a_vm_disk(api, kube, kube_connection, world):
+    """A claim's name tells of another project's data: members list the claims their projects may mount."""
+    from tests.clusters.kube_api import PVCS
+
+    kube_connection.projects.add(world.beta)
+    for name, projects, labels in [
+        ("alpha-data", "alpha", {}),
+        ("beta-data", "beta", {}),
+        ("shared", "*", {}),
+        ("unannotated", None, {}),
+        ("cp-vm-1-root", "*", {"cloudpivot.io/instance": "0f0e0d0c"}),
+    ]:
+        annotations = {"cloudpivot.io/projects": projects} if projects else {}
+        kube.put(PVCS, "tasks", {"metadata": {"name": name, "labels": labels, "annotations": annotations}})
+
+    def names(user: str) -> list[str]:
+        answer = api(user).get("/api/v1/clouds/k3s-lab/resources/pvcs")
+        assert answer.status_code == 200, answer.content
+        return sorted(item["name"] for item in answer.json()["items"])
+
+    assert names("rita") == ["alpha-data", "shared"]
+    assert names("charlie") == ["beta-data", "shared"]
+    world.alice.is_superuser = True
+    world.alice.save()
+    assert names("alice") == ["alpha-data", "beta-data", "cp-vm-1-root", "shared", "unannotated"]
+    page = api("rita").get("/api/v1/clouds/k3s-lab/resources/pvcs").json()["items"][0]
+    assert page["projects"] == ["alpha"] and page["instance_disk"] is False

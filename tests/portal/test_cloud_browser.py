@@ -38,8 +38,9 @@ def test_staff_see_quota_bars_the_inventory_and_check_a_cloud_now(open_page, wor
     page = open_page("alice")
     page.goto("/")
     card = page.locator('[data-quota="alpha:all clouds"]')
-    expect(card).to_contain_text("Task vCPU")
-    expect(card.locator('meter[aria-label="alpha Task vCPU: 2 of 8"]')).to_have_attribute("value", "25")
+    expect(card).to_contain_text("vCPU (tasks and instances)")
+    meter = card.locator('meter[aria-label="alpha vCPU (tasks and instances): 2 of 8"]')
+    expect(meter).to_have_attribute("value", "25")
     expect(card).to_contain_text("1024 / 4096 MB")
     screenshot(page, "dashboard-quotas")
 

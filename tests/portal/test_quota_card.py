@@ -27,16 +27,15 @@ def test_the_card_shows_use_against_each_limit_that_is_set(pages, world):
     response = pages("rita").get("/")
     assert bars(response, "alpha", "all clouds") == {
         "Tasks": ("2", "4", 50),
-        "Task vCPU": ("2.5", "8", 31),
-        "Task memory": ("512", "2048", 25),
+        # Tasks and instances share the vCPU and memory limits: 2.5 + 2 vCPU, 512 + 1024 MB.
+        "vCPU (tasks and instances)": ("4.5", "8", 56),
+        "Memory (tasks and instances)": ("1536", "2048", 75),
         "Instances": ("1", "2", 50),
-        "Instance vCPU": ("2", "8", 25),
-        "Instance memory": ("1024", "2048", 50),
     }
     assert bars(response, "alpha", "local") == {"GPUs": ("0", "0", 100)}  # a limit of 0 is full
     content = response.content.decode()
     assert "No quotas set" not in content
-    assert 'aria-label="alpha Task vCPU: 2.5 of 8"' in content and "512 / 2048 MB" in content
+    assert 'aria-label="alpha vCPU (tasks and instances): 4.5 of 8"' in content and "1536 / 2048 MB" in content
     assert 'class="quota-row full"' in content  # the GPU limit of 0
 
 

@@ -13,6 +13,8 @@ from django.db import close_old_connections
 
 from cloudpivot.accounts.models import Membership, Quota, Role
 from resources.models import Instance, Operation
+from tasks.models import Task
+from tasks.services.admission import admit_all
 from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
@@ -277,3 +279,20 @@ def test_an_oversized_boot_id_is_a_400_naming_the_field(os_world, api, boot_id):
     assert response.status_code == 400, response.content
     assert [e["field"] for e in response.json()["errors"]] == ["boot_id"]
     assert Instance.objects.get(pk=instance_id).boot_id == 1
+
+
+def test_tasks_and_instances_share_the_vcpu_and_memory_limits(os_world, api):
+    """A task on os-dev holds its flavor (cp.tiny: 1 vCPU); an instance then finds no vCPU left, and the reverse."""
+    Quota.objects.create(project=os_world.world.alpha, connection=os_world.connection, max_vcpu=1)
+    task = {"cloud": "os-dev", "project": "alpha", "command": ["true"]}
+    first = api("bob").post("/api/v1/tasks", task, format="json").json()["id"]
+    assert admit_all() == 1
+    response = create(api)
+    assert response.status_code == 422, response.json()
+    assert response.json()["message"].startswith("quota exceeded: vCPU 1/0 left"), response.json()["message"]
+
+    Task.objects.filter(pk=first).update(state="SUCCEEDED")  # the task's VM is gone: its vCPU is free
+    assert create(api, name="vm2").status_code == 202
+    second = api("bob").post("/api/v1/tasks", task, format="json").json()["id"]
+    assert admit_all() == 0
+    assert Task.objects.get(pk=second).state_reason == "waiting: project alpha quota on os-dev: 1/1 vCPU in use"

@@ -86,7 +86,9 @@ class QuotaSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_used(self, quota: Quota) -> dict:
-        return _footprint(task_quota_usage(project_id=quota.project_id, connection_id=quota.connection_id))
+        # vCPU and memory limits hold tasks and instances together: `used` counts both (accounts.quotas).
+        where = {"project_id": quota.project_id, "connection_id": quota.connection_id}
+        return _footprint(task_quota_usage(**where) + quotas.shared_usage(**where, besides="tasks"))
 
 
 class ProjectSerializer(serializers.ModelSerializer):

@@ -3,7 +3,8 @@
 Cut by job: `client` (credentials, the configured ApiClient, errors in words → `KubeApiError`),
 `backend` (the Job execution backend), `manifest` (the Job), `observation` (a Job and its pod → an
 Observation), `logs` (the pod log cursor), `inventory` (nodes, namespaces, PVCs, pods; permissions),
-`figures` (metrics.k8s.io and the sampler's figures), `labels` (CloudPivot's marks).
+`figures` (metrics.k8s.io and the sampler's figures), `labels` (CloudPivot's marks), `claims` (which PVCs
+a project may mount or see), `placement` (the node selectors and tolerations a connection allows).
 
 KubeVirt instances (resources/backends/kubevirt.py) and the orphan listers (orphans/listers/) stay in
 their apps and talk to the cluster only through `KubeClient`'s plain-dict calls (`objects`, `object`,

@@ -20,10 +20,12 @@ from clusters.backends.base import (
     Observation,
 )
 from clusters.backends.kubernetes import figures, inventory, logs
+from clusters.backends.kubernetes.claims import claim_errors
 from clusters.backends.kubernetes.client import KubeApiError, KubeClient
 from clusters.backends.kubernetes.labels import LABEL_ATTEMPT, describe_labels, job_is_ours
-from clusters.backends.kubernetes.manifest import job_manifest
+from clusters.backends.kubernetes.manifest import job_manifest, resources_with_defaults
 from clusters.backends.kubernetes.observation import PodView, container_started, newest_pod, observe_attempt
+from clusters.backends.kubernetes.placement import placement_errors
 from clusters.models import CloudConnection
 
 KUBEVIRT_GROUP = "kubevirt.io"
@@ -58,11 +60,20 @@ class KubernetesBackend(ExecutionBackend):
                     'to run the command in, e.g. "image": "python:3.12-slim"',
                 }
             )
-        return errors
+        return errors + placement_errors(spec, self.options, cloud=self.connection.cloud_id)
+
+    def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The task's requests/limits: what it asked, else the connection's `default_resources` (its footprint)."""
+        return resources_with_defaults(spec.get("resources") or {}, self.options)
+
+    def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:
+        """The claims the project's task may not mount (claims.py): one read per claim it names."""
+        return claim_errors(self.client, spec.get("volumes") or [], project=project)
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         name = attempt.external_name
         client = self.client
+        self._check_claims_still_allowed(attempt)
         try:
             job = client.call(
                 f"creating Job {name}", client.batch().create_namespaced_job, self.namespace, self.job(attempt)
@@ -166,6 +177,14 @@ class KubernetesBackend(ExecutionBackend):
     def job(self, attempt: AttemptRef) -> dict[str, Any]:
         """The Job manifest for an attempt (manifest.py)."""
         return job_manifest(attempt, namespace=self.namespace, installation=self.installation, options=self.options)
+
+    def _check_claims_still_allowed(self, attempt: AttemptRef) -> None:
+        """Each start (a retry may come much later) mounts only claims the project may still use: the
+        cluster's admin may have taken an annotation back, or a claim may have been replaced since submission."""
+        volumes = attempt.spec.get("volumes") or []
+        errors = claim_errors(self.client, volumes, project=attempt.spec.get("project") or "") if volumes else []
+        if errors:
+            raise BackendError(f"{errors[0]['field']}: {errors[0]['message']}", kind="invalid_spec")
 
     def _is_ours(self, job: dict[str, Any], attempt: AttemptRef) -> bool:
         return job_is_ours(

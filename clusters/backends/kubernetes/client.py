@@ -38,6 +38,11 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "request_timeout_seconds": 30,
     "log_interval_seconds": 5,  # copy a running pod's log at most this often (always once more at its end)
     "log_limit_bytes": 8 * 1024 * 1024,  # at most this much log per copy; the rest follows next time
+    # What a task that says no `resources` gets (requests = limits), and counts against its project's quota.
+    "default_resources": {"cpu": 1, "memory_mb": 1024},
+    # What users may choose (clusters/backends/kubernetes/placement.py); nothing unless the admin allows it.
+    "allowed_node_selectors": {},
+    "allowed_tolerations": [],
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.backends.base import BackendError
+from clusters.backends.kubernetes.claims import claim_projects, marked_instance_disk
 from clusters.backends.kubernetes.client import KubeClient
 from clusters.backends.kubernetes.labels import LABEL_ATTEMPT, LABEL_TASK
 from clusters.backends.kubernetes.observation import container_status
@@ -136,6 +137,9 @@ def _pvc_summary(pvc: dict[str, Any]) -> dict[str, Any]:
         "capacity": (status.get("capacity") or {}).get("storage", ""),
         "access_modes": spec.get("accessModes") or [],
         "volume": spec.get("volumeName") or "",
+        # Whose it is (claims.py): the projects its annotation names ("*": all), and whether it is a VM's disk.
+        "projects": sorted(claim_projects(pvc)),
+        "instance_disk": marked_instance_disk(pvc),
     }
 
 

@@ -8,6 +8,10 @@ from typing import Any
 LABEL_TASK = "cloudpivot.io/task"
 LABEL_ATTEMPT = "cloudpivot.io/attempt"
 LABEL_INSTALLATION = "cloudpivot.io/installation"
+# On a KubeVirt VM and its DataVolume root disk (resources/backends/kubevirt.py): the instance it belongs to.
+LABEL_INSTANCE = "cloudpivot.io/instance"
+# On a PersistentVolumeClaim, set by the cluster's admin: the projects whose tasks may mount it ("a,b" or "*").
+ANNOTATION_PROJECTS = "cloudpivot.io/projects"
 CONTAINER = "main"
 
 

@@ -1,7 +1,7 @@
 """The `batch/v1` Job of an attempt: literal argv, no retries by Kubernetes, CloudPivot's labels.
 
 Connection `options` give every Job its defaults: `node_selector`, `tolerations`, `image_pull_secrets`,
-`service_account`, `ttl_seconds_after_finished`.
+`service_account`, `ttl_seconds_after_finished`, and `default_resources` for a task that names none.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
         "image": spec["image"],
         "command": list(spec["command"]),
         "env": [{"name": key, "value": value} for key, value in (spec.get("env") or {}).items()],
-        "resources": _resources(spec.get("resources") or {}),
+        "resources": _resources(resources_with_defaults(spec.get("resources") or {}, options)),
     }
     if spec.get("workdir"):
         container["workingDir"] = spec["workdir"]
@@ -79,6 +79,19 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
         },
         "spec": job_spec,
     }
+
+
+def resources_with_defaults(resources: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """What the task asked, with the connection's `default_resources` for CPU and memory where it said nothing.
+
+    Filled in at submission (so quotas count what the pod really holds) and again here for older tasks."""
+    defaults = options.get("default_resources") or {}
+    out = dict(resources)
+    for key in ("cpu", "memory_mb"):
+        if not out.get(key) and defaults.get(key):
+            out[key] = defaults[key]
+    out.setdefault("gpu", 0)
+    return out
 
 
 def _resources(resources: dict[str, Any]) -> dict[str, Any]:

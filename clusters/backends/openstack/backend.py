@@ -26,6 +26,7 @@ from clusters.backends.openstack.client import (
 )
 from clusters.backends.openstack.observation import server_observation, survivor
 from clusters.models import CloudConnection
+from clusters.ownership import check_image_for_project
 
 CONSOLE_TIMEOUT_SECONDS = 10
 
@@ -39,6 +40,7 @@ class OpenStackBackend(ExecutionBackend):
         self.connection = connection
         self.client = OpenStackClient(connection)
         self.options = self.client.options
+        self._learned: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ interface
     def validate(self, spec: dict[str, Any]) -> list[dict[str, str]]:
@@ -80,12 +82,15 @@ class OpenStackBackend(ExecutionBackend):
             "finding the flavor", conn.compute.find_flavor, self.options["flavor"], ignore_missing=False
         )
         self._check_fits(flavor, attempt.spec)
-        image_name = attempt.spec.get("image") or self.options["image"]
-        image = client.call("finding the image", conn.image.find_image, image_name, ignore_missing=False)
+        # The image the submission checked (its id, pinned then), so a name taken over later boots nothing else.
+        image_id = attempt.spec.get("image_id")
+        if not image_id:
+            image_name = attempt.spec.get("image") or self.options["image"]
+            image_id = client.call("finding the image", conn.image.find_image, image_name, ignore_missing=False).id
         arguments: dict[str, Any] = {
             "name": attempt.external_name,
             "flavor_id": flavor.id,
-            "image_id": image.id,
+            "image_id": image_id,
             "networks": client.networks_argument(),
             "metadata": {
                 META_TASK: attempt.task_id,
@@ -156,6 +161,45 @@ class OpenStackBackend(ExecutionBackend):
             return Health(ok=False, message="; ".join(f"{c['what']}: {c['detail']}" for c in missing))
         where = self.client.auth_summary()
         return Health(ok=True, message=f"authenticated at {where}; compute, image and network services found")
+
+    # ------------------------------------------------------------------ submission: footprint and access
+    def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """A task holds its whole VM: the connection flavor's vCPU and RAM (from the connection's facts when known)."""
+        size = self.flavor_size(self.options["flavor"])
+        return {"cpu": size["vcpus"], "memory_mb": size["memory_mb"], "gpu": 0}
+
+    def flavor_size(self, name: str) -> dict[str, int]:
+        """{"vcpus", "memory_mb"} of a flavor: from `connection.facts`, else one cloud read (kept by the caller)."""
+        known = ((self.connection.facts or {}).get("flavors") or {}).get(name) or self._learned.get("flavors", {}).get(
+            name
+        )
+        if known:
+            return known
+        if not name:
+            raise BackendError(f"the {self.connection.cloud_id} cloud names no flavor (options.flavor)", kind="auth")
+        flavor = self.client.call(
+            f"finding flavor {name}", self.client.conn().compute.find_flavor, name, ignore_missing=False
+        )
+        size = {"vcpus": int(flavor.vcpus or 0), "memory_mb": int(flavor.ram or 0)}
+        flavors = {**((self.connection.facts or {}).get("flavors") or {}), name: size}
+        self._learned["flavors"] = flavors
+        return size
+
+    def learned_facts(self) -> dict[str, Any]:
+        return dict(self._learned)
+
+    def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:
+        """The image must not be another project's snapshot (clusters.ownership, the instances' rule too).
+
+        Pins the checked image's id in the spec (`image_id`), so the start boots exactly what was checked."""
+        name = spec.get("image") or self.options["image"]
+        image = self.client.call(f"finding image {name}", self.client.conn().image.find_image, name)
+        if image is None:
+            return [{"field": "image", "message": f"the {self.connection.cloud_id} cloud has no image {name!r}"}]
+        mark = str((image.properties or {}).get("cloudpivot_snapshot") or "")
+        check_image_for_project(image_id=image.id, snapshot_mark=mark, project_id=project_id, project_slug=project)
+        spec["image_id"] = image.id
+        return []
 
     # ------------------------------------------------------------------ optional abilities
     def requirements(self) -> list[dict[str, Any]]:

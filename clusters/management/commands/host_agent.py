@@ -7,7 +7,13 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from clusters.backends.local import AGENT_PROGRAM, LocalBackend, agent_credential_file_write, agent_name
+from clusters.backends.local import (
+    AGENT_PROGRAM,
+    LocalBackend,
+    agent_credential_file_write,
+    agent_name,
+    connection_run_as,
+)
 from clusters.models import CloudConnection
 
 
@@ -23,7 +29,11 @@ class Command(BaseCommand):
             raise CommandError(f"no local connection with cloud id {cloud!r}")
         runs_dir = LocalBackend(connection).runs_dir
         credential_file = agent_credential_file_write(runs_dir)
+        # The supervisor reads the account to run programs as from the agent's environment (docs/security.md).
+        run_as = connection_run_as(connection)
+        environment = f"CLOUDPIVOT_RUN_AS={run_as} " if run_as else ""
         self.stdout.write(
-            f"{sys.executable} {AGENT_PROGRAM} --server-url {settings.RUNNER_SERVER_URL} --state-dir {runs_dir} "
+            f"{environment}{sys.executable} {AGENT_PROGRAM} --server-url {settings.RUNNER_SERVER_URL} "
+            f"--state-dir {runs_dir} "
             f"--credential-file {credential_file} --name {agent_name(runs_dir)}\n"
         )

@@ -1,0 +1,59 @@
+"""The cloud-specific half of a task submission: what the cloud refuses, what the project may not use there,
+and what the task will really hold (its quota footprint). Called once by tasks.services.submission.
+
+Order: the backend's `validate` (what this cloud cannot run, the node selectors and tolerations the
+connection does not allow), then `access_errors` (another project's image or volume: docs/security.md),
+then `task_resources` (the connection's default requests, a VM's flavor), which is written into the
+normalized spec so admission, usage and the manifest all count and ask the same amounts.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from cloudpivot.accounts.models import Project
+from cloudpivot.exceptions import BackendError, InvalidSpec, cloud_error
+from clusters.backends import get_backend
+from clusters.models import CloudConnection
+
+
+def task_spec_check(*, connection: CloudConnection, project: Project, spec: dict[str, Any]) -> dict[str, Any]:
+    """Return the spec with its real `resources`; raise InvalidSpec (400) or PermissionDenied (403) naming the field."""
+    doing = f"checking the task for {connection.cloud_id}"
+    try:
+        backend = get_backend(connection)
+        errors = backend.validate(spec)
+        _refuse(errors)
+        _refuse(backend.access_errors(spec, project_id=project.pk, project=project.slug))
+        resources = backend.task_resources(spec)
+    except BackendError as exc:  # e.g. a connection whose backend kind this version does not have
+        raise cloud_error(exc, doing=doing, field="cloud") from None
+    _refuse(_more_than_given(spec.get("resources") or {}, resources, connection))
+    connection_facts_keep(connection=connection, facts=backend.learned_facts())
+    return {**spec, "resources": resources}
+
+
+def connection_facts_keep(*, connection: CloudConnection, facts: dict[str, Any]) -> None:
+    """Keep what a backend learned about its cloud (a flavor's size) so later submissions need no cloud call."""
+    if facts:
+        connection.facts = {**(connection.facts or {}), **facts}
+        CloudConnection.objects.filter(pk=connection.pk).update(facts=connection.facts)
+
+
+def _refuse(errors: list[dict[str, str]]) -> None:
+    if errors:
+        raise InvalidSpec(f"invalid task document: {errors[0]['field']}: {errors[0]['message']}", errors=errors)
+
+
+def _more_than_given(asked: dict[str, Any], given: dict[str, Any], connection: CloudConnection) -> list[dict]:
+    """A task may not ask more than its cloud gives it (an OpenStack task gets its connection's flavor)."""
+    errors = []
+    for key, words in (("cpu", "vCPU"), ("memory_mb", "MB memory")):
+        want, have = asked.get(key), given.get(key)
+        if want and have and Decimal(str(want)) > Decimal(str(have)):
+            message = f"the task asks {want} {words} but a task on the {connection.cloud_id} cloud gets {have}"
+            if connection.options.get("flavor"):
+                message += f" (its flavor {connection.options['flavor']})"
+            errors.append({"field": f"resources.{key}", "message": message})
+    return errors
