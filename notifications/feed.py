@@ -70,11 +70,11 @@ def feed_sequence() -> int:
             return given
 
 
-def feed_refresh(*, capture: bool = True) -> None:
-    """Bring the feed up to date: capture what signals cannot see, then sequence."""
+def feed_refresh(*, capture: bool = True) -> int:
+    """Bring the feed up to date: capture what signals cannot see, then sequence; how many entries were given."""
     if capture:
         operations_capture()
-    feed_sequence()
+    return feed_sequence()
 
 
 @dataclass(frozen=True)
