@@ -17,6 +17,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import sys
 import time
@@ -32,6 +33,9 @@ except ImportError:  # pragma: no cover - import path of the tests
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REFUSED, EXIT_LOCKED = 0, 1, 2, 3, 75
 BATCH_SECONDS = 0.1  # at most one report per this long: news that comes meanwhile goes in one request
+# A program's start is reported this long after the fork, so that a short program's start and exit go
+# in one request at once, not its start at once and its exit one batch interval later.
+START_HOLD_SECONDS = 0.03
 TICK_SECONDS = 0.15  # how often output files are looked at while programs run
 LONG_POLL_SECONDS = 20.0
 HTTP_TIMEOUT = 10.0
@@ -144,6 +148,7 @@ class Attempt:
         self.agent.children[pid] = self
         self.state = "running"
         self.program = read_json(self.path("program.json"))
+        self.agent.hold_until = time.monotonic() + START_HOLD_SECONDS
         self.add_event("started", "started", {"pid": (self.program or {}).get("pid", pid)})
 
     def reattach(self) -> None:
@@ -191,6 +196,7 @@ class Attempt:
     def ended(self) -> None:
         """The supervisor is gone: the result, then how the program ended (or that it was lost)."""
         self.state = "ended"
+        self.agent.hold_until = 0.0  # its end goes now, with its start if that was still held
         self.program = read_json(self.path("program.json")) or self.program
         status = read_json(self.path("exit.json"))
         if status is None:
@@ -259,6 +265,13 @@ class Attempt:
     def finished(self) -> bool:
         return self.gone or self.state == "ended" and (self.closed or not self.outbox["pending"])
 
+    def remove(self) -> bool:
+        """The server closed the attempt and its program is gone: remove the run directory (the cleanup)."""
+        if not (self.closed and self.state == "ended"):
+            return False
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return not os.path.exists(self.dir)
+
 
 # --------------------------------------------------------------------------- the agent
 
@@ -273,7 +286,8 @@ class Agent:
         self.children = {}
         self.reports = Connection(args.server_url, credential, ssl_context)
         self.poll = Connection(args.server_url, credential, ssl_context)
-        self.dirty_since, self.last_report = None, 0.0
+        self.dirty_since, self.last_report, self.hold_until = None, 0.0, 0.0
+        self.cleaned = set()  # closed attempts whose directory was removed, until the server acknowledged it
         self.poked = True  # sync at once on start
         self.stopping = False
         self.retry_at, self.delay = 0.0, BACKOFF_START
@@ -368,15 +382,19 @@ class Agent:
 
     def report_due(self) -> float:
         """At once when idle, else one batch interval after the last report: latency when quiet, batches when busy."""
-        return max(self.dirty_since, self.last_report + BATCH_SECONDS)
+        return max(self.dirty_since, self.last_report + BATCH_SECONDS, self.hold_until)
 
     def forget_finished(self) -> None:
+        """A closed attempt's directory is removed and the next sync says so; an unclosed one is marked done."""
         for name, attempt in list(self.attempts.items()):
             if attempt.finished():
-                try:
-                    open(attempt.path("done"), "w").close()
-                except OSError:
-                    pass  # the server's cleanup already removed the directory
+                if attempt.remove():
+                    self.cleaned.add(name)
+                else:
+                    try:
+                        open(attempt.path("done"), "w").close()
+                    except OSError:
+                        pass  # the server's cleanup already removed the directory
                 del self.attempts[name]
 
     # ---- requests
@@ -398,12 +416,14 @@ class Agent:
             "known": sorted(self.attempts),
             "stopping": sorted(n for n, a in self.attempts.items() if a.stop_deadline is not None),
             "attempts": entries,
+            "cleaned": sorted(self.cleaned),
             "wait": wait,
         }
 
     def send(self, connection: Connection, body: dict, timeout: float) -> bool:
         try:
             connection.send(body, timeout)
+            connection.carried = body.get("cleaned") or []
             return True
         except Failed as exc:
             self.failed(exc)
@@ -419,6 +439,7 @@ class Agent:
             self.failed(exc)
             return
         self.delay = BACKOFF_START
+        self.cleaned.difference_update(connection.carried)
         self.apply(answer, offsets)
 
     def failed(self, exc: Exception) -> None:

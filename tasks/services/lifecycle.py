@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from cloudpivot import realtime
 from cloudpivot.exceptions import Conflict, InvalidTransition, NotFound
-from tasks.choices import TERMINAL, TRANSITIONS, TaskState
+from tasks import dispatch
+from tasks.choices import HOLDS_QUOTA, TERMINAL, TRANSITIONS, TaskState
 from tasks.models import Attempt, Task, TaskEvent
 
 logger = logging.getLogger(__name__)
@@ -79,4 +80,15 @@ def task_transition(*, task: Task, to: str, reason: str = "", data: dict[str, An
         data={"from": previous, "to": to, **(data or {})},
     )
     logger.info("task %s: %s → %s %s", task.short_id, previous, to, reason)
+    if previous in HOLDS_QUOTA and to not in HOLDS_QUOTA:
+        on_commit_once(dispatch.wake_admission_if_waiting)  # a waiting task may fit now
+    if to == TaskState.RETRY_WAIT:
+        on_commit_once(dispatch.wake_reconciler)  # it learns the retry's time
     return task
+
+
+def on_commit_once(hook: Any) -> None:
+    """`hook` after commit, once per transaction however many tasks asked for it."""
+    connection = transaction.get_connection()
+    if not any(registered is hook for _savepoints, registered, _robust in connection.run_on_commit):
+        transaction.on_commit(hook)
