@@ -3,9 +3,11 @@
 The agent (runner_api/agent/cloudpivot_agent.py, docs/runner.md "The host agent") holds an exclusive
 lock on `RUNS_DIR/agent.lock` for its life, so "is the agent alive?" is answered by trying that lock,
 and a second agent exits at once. It takes its attempts from POST /runner/v2/sync and keeps each in
-`RUNS_DIR/<external name>/`. Starting is therefore: make sure the agent runs, and poke it (SIGUSR1)
-so it asks for the new attempt at once. A relaunched agent re-attaches to running programs and never
-starts one twice.
+`RUNS_DIR/<external name>/`. Its sync admits the connection's PENDING tasks and hands them out
+(tasks/services/runner_sync.py), and it removes a closed attempt's directory itself and says so; so
+the server's part is: make sure the agent runs (the reconcile pass launches one when work waits),
+wake it when something changes (`local_agent_wake`), and clean up after an agent that never
+confirmed. A relaunched agent re-attaches to running programs and never starts one twice.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import collections
 import fcntl
 import json
 import os
@@ -44,6 +45,8 @@ LOG_CHUNK = 256 * 1024  # per stream per request
 BATCH_BYTES = 4 * 1024 * 1024  # log bytes per request, all attempts together
 RESULT_MAX = 64 * 1024
 MAX_ATTEMPTS_PER_BATCH = 500  # the server takes up to 1000
+# Longer than any answer can be under way (a long-poll and its timeouts), so a stale one cannot start it again.
+REMEMBER_REMOVED_SECONDS = 300.0
 STREAMS = ("stdout", "stderr")
 END_EVENTS = ("exited", "lost")
 
@@ -288,6 +291,10 @@ class Agent:
         self.poll = Connection(args.server_url, credential, ssl_context)
         self.dirty_since, self.last_report, self.hold_until = None, 0.0, 0.0
         self.cleaned = set()  # closed attempts whose directory was removed, until the server acknowledged it
+        # Removed directories can no longer refuse a second claim (the rename), so this life of the agent
+        # remembers them: an answer computed before an attempt closed may arrive after it was removed.
+        self.removed = set()
+        self.removals = collections.deque()  # (time.monotonic(), name), oldest first
         self.poked = True  # sync at once on start
         self.stopping = False
         self.retry_at, self.delay = 0.0, BACKOFF_START
@@ -386,10 +393,15 @@ class Agent:
 
     def forget_finished(self) -> None:
         """A closed attempt's directory is removed and the next sync says so; an unclosed one is marked done."""
+        horizon = time.monotonic() - REMEMBER_REMOVED_SECONDS
+        while self.removals and self.removals[0][0] < horizon:
+            self.removed.discard(self.removals.popleft()[1])
         for name, attempt in list(self.attempts.items()):
             if attempt.finished():
                 if attempt.remove():
                     self.cleaned.add(name)
+                    self.removed.add(name)
+                    self.removals.append((time.monotonic(), name))
                 else:
                     try:
                         open(attempt.path("done"), "w").close()
@@ -462,7 +474,7 @@ class Agent:
     def claim(self, assignment: dict) -> None:
         """The attempt directory, renamed into place with assignment.json inside, is the claim: at most one start."""
         name = str(assignment.get("attempt") or "")
-        if not name or "/" in name or name.startswith(".") or name in self.attempts:
+        if not name or "/" in name or name.startswith(".") or name in self.attempts or name in self.removed:
             return
         final = os.path.join(self.runs_dir, name)
         tmp = os.path.join(self.runs_dir, ".claim-%s-%d" % (name, os.getpid()))
