@@ -347,12 +347,13 @@ class Agent:
 
     def wait(self) -> list:
         now = time.monotonic()
-        timeouts = [max(0.0, self.retry_at - now)] if now < self.retry_at else [5.0]
+        backing_off = now < self.retry_at  # news and pokes wait for the retry: no busy loop while the server is away
+        timeouts = [self.retry_at - now] if backing_off else [5.0]
         if any(a.state == "running" for a in self.attempts.values()):
             timeouts.append(TICK_SECONDS)
-        if self.dirty_since is not None:
+        if self.dirty_since is not None and not backing_off:
             timeouts.append(max(0.0, self.report_due() - now))
-        if self.poked:
+        if self.poked and not backing_off:
             timeouts.append(0.0)
         fds = [self.wake_r] + ([self.poll.http.sock] if self.poll.sent_at is not None and self.poll.http else [])
         try:

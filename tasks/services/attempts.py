@@ -102,9 +102,12 @@ def attempt_create(*, task: Task, reason: str, announce: bool = True) -> Attempt
     )
     task.attempts_count = number
     task.next_attempt_at = None
-    Task.objects.filter(pk=task.pk).update(attempts_count=number, next_attempt_at=None)
     task_transition(
-        task=task, to=TaskState.SUBMITTING, reason=f"{reason}: attempt {number} ({name})", data={"attempt": number}
+        task=task,
+        to=TaskState.SUBMITTING,
+        reason=f"{reason}: attempt {number} ({name})",
+        data={"attempt": number},
+        also={"attempts_count": number, "next_attempt_at": None},
     )
     if task.backend != LOCAL:
         transaction.on_commit(dispatch.wake_reconciler)
@@ -266,16 +269,16 @@ def attempt_close(
         attempt.state = AttemptState.FINISHED
     attempt.cleanup_state = _cleanup_needed(task, attempt)
     attempt.save()
-    Task.objects.filter(pk=task.pk).update(exit_code=attempt.exit_code)
     task.exit_code = attempt.exit_code
+    changed: dict[str, Any] = {"exit_code": attempt.exit_code}  # written with the transition: one UPDATE
     extra = {"attempt": attempt.number, "exit_code": attempt.exit_code, **(data or {})}
     if outcome == TaskState.FAILED:
         task.failed_attempts += 1
-        Task.objects.filter(pk=task.pk).update(failed_attempts=task.failed_attempts)
+        changed["failed_attempts"] = task.failed_attempts
         if task.failed_attempts <= task.retry_limit:
             delay = retry_backoff_seconds(task.failed_attempts)
             task.next_attempt_at = now + dt.timedelta(seconds=delay)
-            Task.objects.filter(pk=task.pk).update(next_attempt_at=task.next_attempt_at)
+            changed["next_attempt_at"] = task.next_attempt_at
             retries_left = task.retry_limit - task.failed_attempts
             task_transition(
                 task=task,
@@ -284,11 +287,14 @@ def attempt_close(
                 if retries_left
                 else f"{reason}; retrying in {delay} s (last retry)",
                 data=extra | {"retry_in_seconds": delay},
+                also=changed,
             )
             _enqueue_cleanup(task, attempt)
             return
     if task.state != outcome:
-        task_transition(task=task, to=outcome, reason=reason, data=extra)
+        task_transition(task=task, to=outcome, reason=reason, data=extra, also=changed)
+    else:
+        Task.objects.filter(pk=task.pk).update(**changed)
     _enqueue_cleanup(task, attempt)
 
 

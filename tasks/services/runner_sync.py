@@ -244,9 +244,12 @@ def _record_handout(task: Any, attempt: Attempt, scope: SyncScope) -> None:
     attempt.external_ref = f"{scope.runs_dirs.get(task.connection_id, '')}/{attempt.external_name}"
     attempt.cloud_created_at = timezone.now()
     attempt.start_error = ""
+    attempt.runner_contact_at = attempt.runner_contact_at or attempt.cloud_created_at  # the agent asked: contact
     if attempt.state == AttemptState.CREATED:
         attempt.state = AttemptState.STARTING
-    attempt.save(update_fields=["external_ref", "cloud_created_at", "start_error", "state", "updated_at"])
+    attempt.save(
+        update_fields=["external_ref", "cloud_created_at", "start_error", "runner_contact_at", "state", "updated_at"]
+    )
     task_transition(
         task=task,
         to=TaskState.STARTING,
