@@ -17,7 +17,6 @@ from cloudpivot.accounts.models import Membership, Project, Role
 from cloudpivot.accounts.services import api_token_create
 from clusters.models import CloudConnection
 from tests import builders
-from tests.plugins.servers import kill_leftover_runners
 
 
 @pytest.fixture
@@ -42,6 +41,8 @@ def world(db, tmp_path):
     tokens = {name: api_token_create(user=user, name="test")[1] for name, user in users.items()}
     yield SimpleNamespace(alpha=alpha, beta=beta, local=local, tokens=tokens, runs_dir=tmp_path / "runs", **users)
     if (tmp_path / "runs" / "agent.lock").exists():  # a reconcile pass launched the host agent for a local task
+        from tests.plugins.servers import kill_leftover_runners  # here: a plugin imported early is not rewritten
+
         kill_leftover_runners(tmp_path)
 
 
