@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cloudpivot import realtime
 from cloudpivot.queueing import enqueue
-from clusters.backends.local import local_agent_wake
+from clusters.backends.local import LOCAL, local_agent_wake
 from tasks.choices import TaskState
 from tasks.models import Task
 
@@ -30,9 +30,12 @@ def tick_on_worker_spawn(**signal_kwargs) -> None:
 
 
 def enqueue_admission() -> None:
-    """A task may be admitted now (submitted, retried, quota freed): wake the agents and the reconciler."""
-    local_agent_wake()
-    realtime.ring_reconciler()
+    """A task may be admitted now (submitted, retried, quota freed): wake the agents, and the reconciler when
+    it has something to do: tasks waiting for a cloud without an agent, or no agent heard the ring (the
+    pass then launches one). A local task on a running agent costs the reconciler nothing."""
+    heard = local_agent_wake()
+    if not heard or Task.objects.filter(state=TaskState.PENDING).exclude(backend=LOCAL).exists():
+        realtime.ring_reconciler()
 
 
 def wake_admission_if_waiting() -> None:

@@ -55,25 +55,28 @@ def agent_pid(runs_dir: Path) -> int | None:
     return int(text) if text.isdigit() else -1
 
 
-def local_agent_wake(*, connection_id: int | None = None) -> None:
+def local_agent_wake(*, connection_id: int | None = None) -> bool:
     """Something changed for an agent (work to admit, a stop): ring the doorbell its long-poll listens to
     (any web process, with Redis). If no long-poll heard it (the in-process layer of another process),
     poke this host's agent (SIGUSR1) so it syncs at once. Never raises: a missed wake-up costs the
-    long-poll's next database look."""
+    long-poll's next database look. True if an agent heard it (or, with a shared layer, may have)."""
     from cloudpivot import realtime
 
     if realtime.ring_agents():
-        return
+        return True
     connections = CloudConnection.objects.filter(backend=LOCAL)
     if connection_id is not None:
         connections = connections.filter(pk=connection_id)
+    poked = False
     for runs_dir in {connection_runs_dir(connection) for connection in connections}:
         pid = agent_pid(runs_dir)
         if pid and pid > 0:
             try:
                 os.kill(pid, signal.SIGUSR1)
+                poked = True
             except (ProcessLookupError, PermissionError):
                 pass
+    return poked
 
 
 def local_agent_ensure(connection: CloudConnection) -> bool:
