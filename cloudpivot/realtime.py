@@ -12,12 +12,17 @@ Messages (channel layer, JSON-native):
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import select
+import socket
+import threading
+import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
-from django.db import transaction
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import connections, transaction
 
 logger = logging.getLogger(__name__)
 # A ring is worth no more than this much of a request's time (Redis away: the 1 s re-reads cover it).
@@ -110,5 +115,137 @@ def ring_log(*, task_id: Any, position: int) -> None:
 AGENT_DOORBELL = "agent-doorbell"
 
 
-def ring_agents() -> None:
+def ring_agents() -> bool:
+    """Ring the agents' doorbell; True when a long-poll listens in this very process (the in-process layer).
+
+    With the in-process layer a ring reaches only this process's long-polls: a caller that gets False
+    pokes the agent on this host directly (clusters/backends/local.py). With Redis it reaches them all.
+    """
     _send([AGENT_DOORBELL], {"type": "agent.doorbell"})
+    layer = get_channel_layer()
+    if layer is None or not isinstance(layer, InMemoryChannelLayer):
+        return True
+    return bool(layer.groups.get(AGENT_DOORBELL))
+
+
+# The reconciler (tasks/services/ticker.py) sleeps while nothing is due and wakes on this doorbell.
+RECONCILE_DOORBELL = "reconcile-doorbell"
+
+
+def ring_reconciler() -> None:
+    """Wake the reconciler: a datagram to the ticker on this host, and the channel layer for other hosts."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            sock.sendto(b"!", reconcile_address())
+    except OSError:  # no ticker listens on this host (or its queue is full: it is awake anyway)
+        pass
+    layer = get_channel_layer()
+    if layer is not None and not isinstance(layer, InMemoryChannelLayer):
+        _send([RECONCILE_DOORBELL], {"type": "reconcile.doorbell"})
+
+
+def reconcile_address() -> bytes:
+    """A Linux abstract socket name per database: every process of one installation on this host rings the same."""
+    settings_dict = connections["default"].settings_dict
+    identity = "|".join(str(settings_dict.get(key) or "") for key in ("ENGINE", "NAME", "HOST", "PORT"))
+    return b"\0cloudpivot-reconcile-" + hashlib.sha256(identity.encode()).hexdigest()[:24].encode()
+
+
+class ReconcileDoorbell:
+    """What the ticker sleeps on: `wait(timeout)` returns early when `ring_reconciler` rang meanwhile.
+
+    Rings are kept while the ticker works (datagrams queue in the socket, messages in its channel), so
+    a ring during a pass is never lost: the next wait returns at once. With a shared (Redis) channel
+    layer a small thread relays the channel's messages into the socket, so there is one thing to wait on.
+    If the socket cannot be had (another ticker on this host holds it) waits simply time out.
+    """
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.relay: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def __enter__(self) -> ReconcileDoorbell:
+        try:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self.sock.bind(reconcile_address())
+            self.sock.setblocking(False)
+        except OSError as exc:
+            logger.warning("the reconcile doorbell is not available on this host (%s); polling instead", exc)
+            if self.sock is not None:
+                self.sock.close()
+            self.sock = None
+            return self
+        layer = get_channel_layer()
+        if layer is not None and not isinstance(layer, InMemoryChannelLayer):
+            self.loop = asyncio.new_event_loop()
+            self.relay = threading.Thread(target=self._relay, args=(layer,), name="reconcile-doorbell", daemon=True)
+            self.relay.start()
+        return self
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to `timeout` seconds; True if the doorbell rang (all queued rings are taken)."""
+        if self.sock is None:
+            time.sleep(max(0.0, timeout))
+            return False
+        readable, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+        if not readable:
+            return False
+        try:
+            while self.sock.recv(16):
+                pass
+        except OSError:
+            pass
+        return True
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if self.relay is not None:
+                self.relay.join(timeout=2)
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def _relay(self, layer: Any) -> None:
+        """Channel layer → our socket, until __exit__ stops the loop; a Redis outage only costs promptness."""
+        address = reconcile_address()
+        assert self.loop is not None
+
+        async def relay() -> None:
+            channel = None
+            try:
+                while True:
+                    try:
+                        if channel is None:
+                            channel = await layer.new_channel()
+                            await layer.group_add(RECONCILE_DOORBELL, channel)
+                        await layer.receive(channel)
+                        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                            sock.setblocking(False)
+                            sock.sendto(b"!", address)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        logger.debug("reconcile doorbell relay: %s", exc)
+                        channel = None
+                        await asyncio.sleep(5)
+            finally:
+                if channel is not None:  # a dead channel left in the group would cost every later ring
+                    try:
+                        await asyncio.wait_for(layer.group_discard(RECONCILE_DOORBELL, channel), RING_TIMEOUT_SECONDS)
+                    except Exception:
+                        pass
+
+        asyncio.set_event_loop(self.loop)
+        task = self.loop.create_task(relay())
+        try:
+            self.loop.run_forever()
+        finally:
+            task.cancel()
+            try:
+                self.loop.run_until_complete(task)
+            except BaseException:
+                pass
+            self.loop.close()

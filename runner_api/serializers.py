@@ -248,4 +248,8 @@ class SyncInputSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=63), required=False, default=list, max_length=10000
     )
     attempts = SyncAttemptSerializer(many=True, required=False, default=list, max_length=MAX_SYNC_ATTEMPTS)
+    # Closed attempts whose run directory the agent removed (issue 11: the agent confirms local cleanup).
+    cleaned = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, default=list, max_length=10000
+    )
     wait = serializers.FloatField(min_value=0, max_value=MAX_LONG_POLL_SECONDS, required=False, default=0)

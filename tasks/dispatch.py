@@ -1,13 +1,20 @@
-"""Queuing django-q2 jobs for tasks: services call these (after commit); nothing here runs a job.
+"""Waking whoever does the next step of a task: services call these (after commit); nothing here does the step.
 
-The jobs are named by their dotted path (`tasks.jobs.*`), never imported, so services can
-ask for a job without importing the job module that imports them: every path is one-way
-(services → dispatch, jobs → services).
+No step of a task is a background job of its own (issue 11): a `local` connection's host agent admits
+and takes its work in its own sync (woken by the agent doorbell), and the reconcile pass admits, starts
+and cleans up for the other clouds (woken by the reconcile doorbell, cloudpivot/realtime.py). The
+database is the record either way: a lost ring costs only latency. What is still queued as a job
+(the ticker, a stop) is named by its dotted path (`tasks.jobs.*`), never imported, so every path is
+one-way (services → dispatch, jobs → services).
 """
 
 from __future__ import annotations
 
+from cloudpivot import realtime
 from cloudpivot.queueing import enqueue
+from clusters.backends.local import LOCAL, local_agent_wake
+from tasks.choices import TaskState
+from tasks.models import Task
 
 
 def enqueue_tick() -> None:
@@ -23,15 +30,28 @@ def tick_on_worker_spawn(**signal_kwargs) -> None:
 
 
 def enqueue_admission() -> None:
-    enqueue("tasks.jobs.admit", task_name="admit", q_options={"group": "admit"})
+    """A task may be admitted now (submitted, retried, quota freed): wake the agents, and the reconciler when
+    it has something to do: tasks waiting for a cloud without an agent, or no agent heard the ring (the
+    pass then launches one). A local task on a running agent costs the reconciler nothing."""
+    heard = local_agent_wake()
+    if not heard or Task.objects.filter(state=TaskState.PENDING).exclude(backend=LOCAL).exists():
+        realtime.ring_reconciler()
 
 
-def enqueue_start(attempt_id: int) -> None:
-    enqueue("tasks.jobs.start", attempt_id, q_options={"group": "start"})
+def wake_admission_if_waiting() -> None:
+    """Quota was freed: wake admission, but only if some task waits for it (the usual answer is no)."""
+    if Task.objects.filter(state=TaskState.PENDING).exists():
+        enqueue_admission()
 
 
-def enqueue_cleanup(attempt_id: int) -> None:
-    enqueue("tasks.jobs.cleanup", attempt_id, q_options={"group": "cleanup"})
+def wake_agent(connection_id: int) -> None:
+    """A `local` connection's agent has something new: an attempt to take, a stop to carry out."""
+    local_agent_wake(connection_id=connection_id)
+
+
+def wake_reconciler() -> None:
+    """The reconcile pass has something due now: an attempt to start, a cleanup, a stop."""
+    realtime.ring_reconciler()
 
 
 def enqueue_stop(attempt_id: int) -> None:

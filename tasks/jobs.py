@@ -2,6 +2,10 @@
 
 Their dotted paths (`tasks.jobs.tick` …) are stored in queued jobs and in the schedule of
 cloudpivot/schedules.py, so they keep these names. Queuing them is tasks/dispatch.py's job.
+
+`admit`, `start` and `cleanup` are no longer queued (issue 11: a `local` agent's sync and the
+reconcile pass do those steps in batches); a job of that name still in the queue from before an
+upgrade only wakes the reconcile pass, which does the step from the database.
 """
 
 from __future__ import annotations
@@ -14,15 +18,18 @@ def tick(seconds: float | None = None) -> str:
 
 
 def admit() -> str:
-    return f"admitted {services.admit_all()}"
+    services.admission_wake()
+    return "admission is done by the agents' syncs and the reconcile pass; woke them"
 
 
 def start(attempt_id: int) -> str:
-    return services.attempt_start(attempt_id=attempt_id)
+    services.reconcile_wake()
+    return f"attempt {attempt_id}: started by the reconcile pass (or its agent); woke it"
 
 
 def cleanup(attempt_id: int) -> str:
-    return "cleaned" if services.attempt_cleanup(attempt_id=attempt_id) else "not yet (retried by the ticker)"
+    services.reconcile_wake()
+    return f"attempt {attempt_id}: cleaned up by the reconcile pass (or its agent); woke it"
 
 
 def stop(attempt_id: int) -> str:

@@ -3,9 +3,11 @@
 The agent (runner_api/agent/cloudpivot_agent.py, docs/runner.md "The host agent") holds an exclusive
 lock on `RUNS_DIR/agent.lock` for its life, so "is the agent alive?" is answered by trying that lock,
 and a second agent exits at once. It takes its attempts from POST /runner/v2/sync and keeps each in
-`RUNS_DIR/<external name>/`. Starting is therefore: make sure the agent runs, and poke it (SIGUSR1)
-so it asks for the new attempt at once. A relaunched agent re-attaches to running programs and never
-starts one twice.
+`RUNS_DIR/<external name>/`. Its sync admits the connection's PENDING tasks and hands them out
+(tasks/services/runner_sync.py), and it removes a closed attempt's directory itself and says so; so
+the server's part is: make sure the agent runs (the reconcile pass launches one when work waits),
+wake it when something changes (`local_agent_wake`), and clean up after an agent that never
+confirmed. A relaunched agent re-attaches to running programs and never starts one twice.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from clusters.models import CloudConnection
 from runner_api.agent.cloudpivot_supervisor import RUN_AS_ENV, lock_held
 
 AGENT_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_agent.py"
+# The backend kind whose attempts a host agent admits and takes itself (POST /runner/v2/sync).
+LOCAL = "local"
 
 
 def connection_run_as(connection: CloudConnection) -> str:
@@ -58,20 +62,37 @@ def agent_pid(runs_dir: Path) -> int | None:
     return int(text) if text.isdigit() else -1
 
 
-def local_agent_wake(*, connection_id: int) -> None:
-    """Something changed for an agent: ring the doorbell its long-poll listens to (any web process, with
-    Redis) and poke this host's agent (SIGUSR1), which the in-process channel layer of another process
-    would not reach. Never raises: a missed wake-up costs a second, the long-poll's database look."""
+def local_agent_wake(*, connection_id: int | None = None) -> bool:
+    """Something changed for an agent (work to admit, a stop): ring the doorbell its long-poll listens to
+    (any web process, with Redis). If no long-poll heard it (the in-process layer of another process),
+    poke this host's agent (SIGUSR1) so it syncs at once. Never raises: a missed wake-up costs the
+    long-poll's next database look. True if an agent heard it (or, with a shared layer, may have)."""
     from cloudpivot import realtime
 
-    realtime.ring_agents()
-    connection = CloudConnection.objects.filter(pk=connection_id).first()
-    pid = agent_pid(connection_runs_dir(connection)) if connection is not None else None
-    if pid and pid > 0:
-        try:
-            os.kill(pid, signal.SIGUSR1)
-        except (ProcessLookupError, PermissionError):
-            pass
+    if realtime.ring_agents():
+        return True
+    connections = CloudConnection.objects.filter(backend=LOCAL)
+    if connection_id is not None:
+        connections = connections.filter(pk=connection_id)
+    poked = False
+    for runs_dir in {connection_runs_dir(connection) for connection in connections}:
+        pid = agent_pid(runs_dir)
+        if pid and pid > 0:
+            try:
+                os.kill(pid, signal.SIGUSR1)
+                poked = True
+            except (ProcessLookupError, PermissionError):
+                pass
+    return poked
+
+
+def local_agent_ensure(connection: CloudConnection) -> bool:
+    """Launch the connection's agent if none runs (it admits and takes its work itself); True if it launched one."""
+    backend = LocalBackend(connection)
+    if agent_pid(backend.runs_dir) is not None:
+        return False
+    backend.ensure_agent()
+    return True
 
 
 def agent_credential_file_write(runs_dir: Path) -> Path:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import collections
 import fcntl
 import json
 import os
 import random
 import select
+import shutil
 import signal
 import sys
 import time
@@ -32,6 +34,9 @@ except ImportError:  # pragma: no cover - import path of the tests
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REFUSED, EXIT_LOCKED = 0, 1, 2, 3, 75
 BATCH_SECONDS = 0.1  # at most one report per this long: news that comes meanwhile goes in one request
+# A program's start is reported this long after the fork, so that a short program's start and exit go
+# in one request at once, not its start at once and its exit one batch interval later.
+START_HOLD_SECONDS = 0.03
 TICK_SECONDS = 0.15  # how often output files are looked at while programs run
 LONG_POLL_SECONDS = 20.0
 HTTP_TIMEOUT = 10.0
@@ -40,6 +45,8 @@ LOG_CHUNK = 256 * 1024  # per stream per request
 BATCH_BYTES = 4 * 1024 * 1024  # log bytes per request, all attempts together
 RESULT_MAX = 64 * 1024
 MAX_ATTEMPTS_PER_BATCH = 500  # the server takes up to 1000
+# Longer than any answer can be under way (a long-poll and its timeouts), so a stale one cannot start it again.
+REMEMBER_REMOVED_SECONDS = 300.0
 STREAMS = ("stdout", "stderr")
 END_EVENTS = ("exited", "lost")
 
@@ -144,6 +151,7 @@ class Attempt:
         self.agent.children[pid] = self
         self.state = "running"
         self.program = read_json(self.path("program.json"))
+        self.agent.hold_until = time.monotonic() + START_HOLD_SECONDS
         self.add_event("started", "started", {"pid": (self.program or {}).get("pid", pid)})
 
     def reattach(self) -> None:
@@ -191,6 +199,7 @@ class Attempt:
     def ended(self) -> None:
         """The supervisor is gone: the result, then how the program ended (or that it was lost)."""
         self.state = "ended"
+        self.agent.hold_until = 0.0  # its end goes now, with its start if that was still held
         self.program = read_json(self.path("program.json")) or self.program
         status = read_json(self.path("exit.json"))
         if status is None:
@@ -259,6 +268,13 @@ class Attempt:
     def finished(self) -> bool:
         return self.gone or self.state == "ended" and (self.closed or not self.outbox["pending"])
 
+    def remove(self) -> bool:
+        """The server closed the attempt and its program is gone: remove the run directory (the cleanup)."""
+        if not (self.closed and self.state == "ended"):
+            return False
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return not os.path.exists(self.dir)
+
 
 # --------------------------------------------------------------------------- the agent
 
@@ -273,7 +289,12 @@ class Agent:
         self.children = {}
         self.reports = Connection(args.server_url, credential, ssl_context)
         self.poll = Connection(args.server_url, credential, ssl_context)
-        self.dirty_since, self.last_report = None, 0.0
+        self.dirty_since, self.last_report, self.hold_until = None, 0.0, 0.0
+        self.cleaned = set()  # closed attempts whose directory was removed, until the server acknowledged it
+        # Removed directories can no longer refuse a second claim (the rename), so this life of the agent
+        # remembers them: an answer computed before an attempt closed may arrive after it was removed.
+        self.removed = set()
+        self.removals = collections.deque()  # (time.monotonic(), name), oldest first
         self.poked = True  # sync at once on start
         self.stopping = False
         self.retry_at, self.delay = 0.0, BACKOFF_START
@@ -326,12 +347,13 @@ class Agent:
 
     def wait(self) -> list:
         now = time.monotonic()
-        timeouts = [max(0.0, self.retry_at - now)] if now < self.retry_at else [5.0]
+        backing_off = now < self.retry_at  # news and pokes wait for the retry: no busy loop while the server is away
+        timeouts = [self.retry_at - now] if backing_off else [5.0]
         if any(a.state == "running" for a in self.attempts.values()):
             timeouts.append(TICK_SECONDS)
-        if self.dirty_since is not None:
+        if self.dirty_since is not None and not backing_off:
             timeouts.append(max(0.0, self.report_due() - now))
-        if self.poked:
+        if self.poked and not backing_off:
             timeouts.append(0.0)
         fds = [self.wake_r] + ([self.poll.http.sock] if self.poll.sent_at is not None and self.poll.http else [])
         try:
@@ -368,15 +390,24 @@ class Agent:
 
     def report_due(self) -> float:
         """At once when idle, else one batch interval after the last report: latency when quiet, batches when busy."""
-        return max(self.dirty_since, self.last_report + BATCH_SECONDS)
+        return max(self.dirty_since, self.last_report + BATCH_SECONDS, self.hold_until)
 
     def forget_finished(self) -> None:
+        """A closed attempt's directory is removed and the next sync says so; an unclosed one is marked done."""
+        horizon = time.monotonic() - REMEMBER_REMOVED_SECONDS
+        while self.removals and self.removals[0][0] < horizon:
+            self.removed.discard(self.removals.popleft()[1])
         for name, attempt in list(self.attempts.items()):
             if attempt.finished():
-                try:
-                    open(attempt.path("done"), "w").close()
-                except OSError:
-                    pass  # the server's cleanup already removed the directory
+                if attempt.remove():
+                    self.cleaned.add(name)
+                    self.removed.add(name)
+                    self.removals.append((time.monotonic(), name))
+                else:
+                    try:
+                        open(attempt.path("done"), "w").close()
+                    except OSError:
+                        pass  # the server's cleanup already removed the directory
                 del self.attempts[name]
 
     # ---- requests
@@ -398,12 +429,14 @@ class Agent:
             "known": sorted(self.attempts),
             "stopping": sorted(n for n, a in self.attempts.items() if a.stop_deadline is not None),
             "attempts": entries,
+            "cleaned": sorted(self.cleaned),
             "wait": wait,
         }
 
     def send(self, connection: Connection, body: dict, timeout: float) -> bool:
         try:
             connection.send(body, timeout)
+            connection.carried = body.get("cleaned") or []
             return True
         except Failed as exc:
             self.failed(exc)
@@ -419,6 +452,7 @@ class Agent:
             self.failed(exc)
             return
         self.delay = BACKOFF_START
+        self.cleaned.difference_update(connection.carried)
         self.apply(answer, offsets)
 
     def failed(self, exc: Exception) -> None:
@@ -441,7 +475,7 @@ class Agent:
     def claim(self, assignment: dict) -> None:
         """The attempt directory, renamed into place with assignment.json inside, is the claim: at most one start."""
         name = str(assignment.get("attempt") or "")
-        if not name or "/" in name or name.startswith(".") or name in self.attempts:
+        if not name or "/" in name or name.startswith(".") or name in self.attempts or name in self.removed:
             return
         final = os.path.join(self.runs_dir, name)
         tmp = os.path.join(self.runs_dir, ".claim-%s-%d" % (name, os.getpid()))

@@ -33,6 +33,7 @@ class Connection:
         self.credential, self.ssl_context = credential, ssl_context
         self.http = None
         self.sent_at = None  # time.monotonic() of a request still waiting for its answer
+        self.carried = []  # what the request in flight told the server once (removed run directories)
 
     def send(self, body: dict, timeout: float) -> None:
         if self.http is None:

@@ -9,7 +9,9 @@ from django.db.models import Exists, OuterRef
 
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
+from clusters.backends.local import LOCAL, agent_pid, connection_runs_dir
 from clusters.models import CloudConnection
+from tasks import dispatch
 from tasks.choices import HOLDS_QUOTA, TaskState
 from tasks.models import Task
 from tasks.selectors import task_quota_usage
@@ -22,14 +24,30 @@ logger = logging.getLogger(__name__)
 PER_PROJECT_LIMIT = 50
 
 
-def admit_all() -> int:
-    """Admit what fits on every connection that has PENDING tasks; a connection's error does not stop the others."""
+def admit_all(*, agent_served_too: bool = True) -> int:
+    """Admit what fits on every connection that has PENDING tasks; a connection's error does not stop the others.
+
+    With `agent_served_too=False` (the reconcile pass) a `local` connection whose host agent runs is
+    left to that agent: its sync admits and hands out in one transaction (runner_sync.py). One whose
+    agent is down is admitted here, and the pass then launches the agent.
+    """
     pending = Task.objects.filter(connection=OuterRef("pk"), state=TaskState.PENDING)
-    with_pending = CloudConnection.objects.filter(Exists(pending)).order_by().values_list("pk", flat=True)
+    with_pending = CloudConnection.objects.filter(Exists(pending)).order_by()
     return sum(
-        isolated(f"admission on connection {pk}", lambda pk=pk: connection_admit(connection_id=pk))
-        for pk in list(with_pending)
+        isolated(f"admission on connection {c.pk}", lambda pk=c.pk: connection_admit(connection_id=pk))
+        for c in list(with_pending)
+        if agent_served_too or not local_agent_serves(c)
     )
+
+
+def admission_wake() -> None:
+    """Ask for admission now: the host agents' syncs and the reconcile pass do it from the database."""
+    dispatch.enqueue_admission()
+
+
+def local_agent_serves(connection: CloudConnection) -> bool:
+    """Whether a live host agent admits and takes this connection's work itself."""
+    return connection.backend == LOCAL and agent_pid(connection_runs_dir(connection)) is not None
 
 
 def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> list[Task]:
@@ -50,7 +68,7 @@ def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> 
     return sorted(heads, key=lambda task: (task.created_at, task.id))
 
 
-def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT) -> int:
+def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, announce: bool = True) -> int:
     """Admit PENDING tasks of one connection in submission order while they fit; return how many.
 
     1. Lock the connection row, then the projects' rows (in id order): admissions of one
@@ -82,20 +100,20 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT) -> i
                 blocked[task.project_id] = reason
                 task_set_waiting_reason(task=task, reason=reason)
                 continue
-            if isolated("admission", lambda task=task: _admit_one(task.pk), task_ids=[task.pk]):
+            if isolated("admission", lambda task=task: _admit_one(task.pk, announce), task_ids=[task.pk]):
                 ledger[task.project_id].take(footprint)
                 active += 1
                 admitted += 1
         return admitted
 
 
-def _admit_one(task_id) -> int:
+def _admit_one(task_id, announce: bool = True) -> int:
     """The task's first (or next) attempt, in a savepoint of its own so that its failure undoes only itself."""
     with transaction.atomic():
         task = task_lock(task_id)
         if task.state != TaskState.PENDING:
             return 0
-        attempt_create(task=task, reason="admitted")
+        attempt_create(task=task, reason="admitted", announce=announce)
         return 1
 
 

@@ -15,7 +15,7 @@ from cloudpivot import credentials
 from cloudpivot.exceptions import ApplicationError
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
-from clusters.backends.local import local_agent_wake
+from clusters.backends.local import LOCAL
 from clusters.models import CloudConnection
 from runner_api.bootstrap import bootstrap_secret_issue
 from tasks import dispatch
@@ -80,8 +80,13 @@ def executing_attempts(connection: CloudConnection) -> list[Attempt]:
 
 
 # ---------------------------------------------------------------------------- create and start
-def attempt_create(*, task: Task, reason: str) -> Attempt:
-    """Commit the intent (the next Attempt and its external name) and move the locked task to SUBMITTING."""
+def attempt_create(*, task: Task, reason: str, announce: bool = True) -> Attempt:
+    """Commit the intent (the next Attempt and its external name) and move the locked task to SUBMITTING.
+
+    Who starts it is woken after commit: the host agent of a `local` connection (which takes it in its
+    next sync), else the reconcile pass (which starts every SUBMITTING attempt). `announce=False` when
+    the caller is that agent's own sync, which hands the attempt out in the same transaction.
+    """
     number = task.attempts_count + 1
     if number > MAX_ATTEMPTS:
         raise AttemptLimitReached(f"the task has had {task.attempts_count} attempts, the most one task can have")
@@ -97,12 +102,17 @@ def attempt_create(*, task: Task, reason: str) -> Attempt:
     )
     task.attempts_count = number
     task.next_attempt_at = None
-    Task.objects.filter(pk=task.pk).update(attempts_count=number, next_attempt_at=None)
     task_transition(
-        task=task, to=TaskState.SUBMITTING, reason=f"{reason}: attempt {number} ({name})", data={"attempt": number}
+        task=task,
+        to=TaskState.SUBMITTING,
+        reason=f"{reason}: attempt {number} ({name})",
+        data={"attempt": number},
+        also={"attempts_count": number, "next_attempt_at": None},
     )
-    transaction.on_commit(lambda: dispatch.enqueue_start(attempt.pk))
-    _ring_host_agents(task)
+    if task.backend != LOCAL:
+        transaction.on_commit(dispatch.wake_reconciler)
+    elif announce:
+        _ring_host_agents(task)
     return attempt
 
 
@@ -149,10 +159,10 @@ def attempt_start(*, attempt_id: int) -> str:
 
 def _remove_late_start(attempt: Attempt) -> None:
     """What a start made for an attempt closed meanwhile is stopped and cleaned up (again, if cleanup ran first)."""
-    Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.PENDING)
+    Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.PENDING, cleanup_error="")
     attempt_id = attempt.pk
     transaction.on_commit(lambda: dispatch.enqueue_stop(attempt_id))
-    transaction.on_commit(lambda: dispatch.enqueue_cleanup(attempt_id))
+    transaction.on_commit(dispatch.wake_reconciler)  # the pass cleans up
 
 
 def _start_failed(attempt: Attempt, exc: BackendError) -> str:
@@ -204,9 +214,9 @@ def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: 
 
 def _ring_host_agents(task: Task) -> None:
     """A host agent hears at once of a new attempt or a stop request (docs/runner.md, "The host agent")."""
-    if task.backend == "local":
+    if task.backend == LOCAL:
         connection_id = task.connection_id
-        transaction.on_commit(lambda: local_agent_wake(connection_id=connection_id))
+        transaction.on_commit(lambda: dispatch.wake_agent(connection_id))
 
 
 def attempt_stop_unstarted(*, task: Task, attempt: Attempt | None, now: dt.datetime | None = None) -> bool:
@@ -257,18 +267,18 @@ def attempt_close(
     attempt.finished_at = attempt.finished_at or now
     if attempt.state != AttemptState.LOST:
         attempt.state = AttemptState.FINISHED
-    attempt.cleanup_state = CleanupState.PENDING
+    attempt.cleanup_state = _cleanup_needed(task, attempt)
     attempt.save()
-    Task.objects.filter(pk=task.pk).update(exit_code=attempt.exit_code)
     task.exit_code = attempt.exit_code
+    changed: dict[str, Any] = {"exit_code": attempt.exit_code}  # written with the transition: one UPDATE
     extra = {"attempt": attempt.number, "exit_code": attempt.exit_code, **(data or {})}
     if outcome == TaskState.FAILED:
         task.failed_attempts += 1
-        Task.objects.filter(pk=task.pk).update(failed_attempts=task.failed_attempts)
+        changed["failed_attempts"] = task.failed_attempts
         if task.failed_attempts <= task.retry_limit:
             delay = retry_backoff_seconds(task.failed_attempts)
             task.next_attempt_at = now + dt.timedelta(seconds=delay)
-            Task.objects.filter(pk=task.pk).update(next_attempt_at=task.next_attempt_at)
+            changed["next_attempt_at"] = task.next_attempt_at
             retries_left = task.retry_limit - task.failed_attempts
             task_transition(
                 task=task,
@@ -277,17 +287,29 @@ def attempt_close(
                 if retries_left
                 else f"{reason}; retrying in {delay} s (last retry)",
                 data=extra | {"retry_in_seconds": delay},
+                also=changed,
             )
-            _enqueue_cleanup(attempt)
+            _enqueue_cleanup(task, attempt)
             return
     if task.state != outcome:
-        task_transition(task=task, to=outcome, reason=reason, data=extra)
-    _enqueue_cleanup(attempt)
+        task_transition(task=task, to=outcome, reason=reason, data=extra, also=changed)
+    else:
+        Task.objects.filter(pk=task.pk).update(**changed)
+    _enqueue_cleanup(task, attempt)
 
 
-def _enqueue_cleanup(attempt: Attempt) -> None:
-    attempt_id = attempt.pk
-    transaction.on_commit(lambda: dispatch.enqueue_cleanup(attempt_id))
+def _cleanup_needed(task: Task, attempt: Attempt) -> str:
+    """A `local` attempt never handed to its agent left nothing on the host; every other one has something to remove."""
+    if task.backend == LOCAL and not attempt.external_ref:
+        return CleanupState.DONE
+    return CleanupState.PENDING
+
+
+def _enqueue_cleanup(task: Task, attempt: Attempt) -> None:
+    """Who removes what the attempt left: its host agent, told in its next sync that the attempt is closed
+    (and the reconcile pass if the agent never confirms); for the other clouds the reconcile pass, woken now."""
+    if task.backend != LOCAL and attempt.cleanup_state == CleanupState.PENDING:
+        transaction.on_commit(dispatch.wake_reconciler)
 
 
 def attempt_cleanup(*, attempt_id: int) -> bool:
@@ -296,8 +318,12 @@ def attempt_cleanup(*, attempt_id: int) -> bool:
     try:
         done = get_backend(attempt.task.connection).cleanup(attempt_ref(attempt))
     except BackendError as exc:
-        Attempt.objects.filter(pk=attempt.pk).update(cleanup_error=exc.message)
+        Attempt.objects.filter(pk=attempt.pk).update(cleanup_error=exc.message, updated_at=timezone.now())
         return False
     if done:
         Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.DONE, cleanup_error="")
+    else:
+        Attempt.objects.filter(pk=attempt.pk).update(
+            cleanup_error="what the attempt left is still in use; tried again later", updated_at=timezone.now()
+        )
     return done

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from cloudpivot import realtime
 from cloudpivot.exceptions import Conflict, InvalidTransition, NotFound
-from tasks.choices import TERMINAL, TRANSITIONS, TaskState
+from tasks import dispatch
+from tasks.choices import HOLDS_QUOTA, TERMINAL, TRANSITIONS, TaskState
 from tasks.models import Attempt, Task, TaskEvent
 
 logger = logging.getLogger(__name__)
@@ -47,13 +48,24 @@ def event_append(*, task: Task, type: str, message: str = "", data: dict[str, An
     """Append one public event with the next per-task seq. The task must be locked by the caller."""
     task.last_event_seq += 1
     Task.objects.filter(pk=task.pk).update(last_event_seq=task.last_event_seq)
+    return _event_create(task, type, message, data)
+
+
+def _event_create(task: Task, type: str, message: str, data: dict[str, Any] | None) -> TaskEvent:
+    """The event row for the seq already counted (and saved) on the task."""
     event = TaskEvent.objects.create(task=task, seq=task.last_event_seq, type=type, message=message, data=data or {})
     realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=event.seq)
     return event
 
 
-def task_transition(*, task: Task, to: str, reason: str = "", data: dict[str, Any] | None = None) -> Task:
-    """Move a locked task to `to` if the state machine allows it, with its event, in the caller's transaction."""
+def task_transition(
+    *, task: Task, to: str, reason: str = "", data: dict[str, Any] | None = None, also: dict[str, Any] | None = None
+) -> Task:
+    """Move a locked task to `to` if the state machine allows it, with its event, in the caller's transaction.
+
+    `also`: other fields of the task the caller changes with it (set on `task` already), written in the
+    same UPDATE as the state and the event counter: one statement per transition.
+    """
     if to not in TRANSITIONS.get(task.state, ()):
         raise InvalidTransition(f"a {task.state} task cannot become {to}")
     now = timezone.now()
@@ -71,12 +83,22 @@ def task_transition(*, task: Task, to: str, reason: str = "", data: dict[str, An
     elif task.finished_at is not None:
         task.finished_at = None
         fields.append("finished_at")
-    Task.objects.filter(pk=task.pk).update(**{name: getattr(task, name) for name in fields}, updated_at=now)
-    event_append(
-        task=task,
-        type="state",
-        message=reason or f"{previous} → {to}",
-        data={"from": previous, "to": to, **(data or {})},
+    task.last_event_seq += 1
+    fields.append("last_event_seq")
+    Task.objects.filter(pk=task.pk).update(
+        **{name: getattr(task, name) for name in fields}, **(also or {}), updated_at=now
     )
+    _event_create(task, "state", reason or f"{previous} → {to}", {"from": previous, "to": to, **(data or {})})
     logger.info("task %s: %s → %s %s", task.short_id, previous, to, reason)
+    if previous in HOLDS_QUOTA and to not in HOLDS_QUOTA:
+        on_commit_once(dispatch.wake_admission_if_waiting)  # a waiting task may fit now
+    if to == TaskState.RETRY_WAIT:
+        on_commit_once(dispatch.wake_reconciler)  # it learns the retry's time
     return task
+
+
+def on_commit_once(hook: Any) -> None:
+    """`hook` after commit, once per transaction however many tasks asked for it."""
+    connection = transaction.get_connection()
+    if not any(registered is hook for _savepoints, registered, _robust in connection.run_on_commit):
+        transaction.on_commit(hook)

@@ -1,5 +1,11 @@
 """One reconcile pass: level-triggered, idempotent, safe to run twice at once, and fault-isolated.
 
+The pass does in batches what used to be a background job per task per step (issue 11): it admits,
+starts every SUBMITTING attempt and cleans up every closed one of the clouds without a host agent,
+per connection. `local` connections are served by their host agent's sync (admission, hand-out, and
+the agent confirms cleanup); the pass only launches an agent that is not running, and cleans up
+after one that never confirmed. `reconcile_due_at` is the ticker's cheap "anything due?" look.
+
 Each step claims its rows (row locks with skip_locked on PostgreSQL; SQLite's IMMEDIATE
 transactions serialize writers), so any number of workers may run passes. Each step
 handles its tasks, attempts and connections one at a time through `isolated`: one bad
@@ -11,14 +17,18 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import defaultdict
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Min, Q
 from django.utils import timezone
 
-from tasks.choices import CleanupState, StopReason, TaskState
+from clusters.backends.local import LOCAL, local_agent_ensure
+from clusters.models import CloudConnection
+from tasks import dispatch
+from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState
 from tasks.models import Attempt, Task
-from tasks.services.admission import admit_all
+from tasks.services.admission import admit_all, local_agent_serves
 from tasks.services.attempts import (
     attempt_cleanup,
     attempt_create,
@@ -31,23 +41,41 @@ from tasks.services.faults import isolated
 from tasks.services.observation import observe_all
 
 logger = logging.getLogger(__name__)
-# A SUBMITTING attempt whose start job has not recorded anything for this long is started again.
+# A SUBMITTING attempt whose start has not recorded anything for this long is started again.
 START_RETRY_SECONDS = 5
+# A cleanup that failed is tried again after this long (a cloud that is down is not asked every pass).
+CLEANUP_RETRY_SECONDS = 5
+# A closed `local` attempt whose agent has not confirmed its cleanup this long after is cleaned up here.
+LOCAL_CLEANUP_GRACE_SECONDS = 30
+# How often attempts are observed while they execute: the clouds without an agent, whose observation
+# moves their tasks, as before; `local` ones, whose agent reports by itself, for liveness and deadlines;
+# UNKNOWN tasks, which wait for a person or a Runner that comes back.
+OBSERVE_SECONDS = 0.5
+OBSERVE_AGENT_SECONDS = 2.0
+OBSERVE_UNKNOWN_SECONDS = 5.0
+# PENDING tasks that wait for quota are looked at again this often (freed quota also rings the doorbell).
+WAITING_SECONDS = 5.0
 
 
 def reconcile_pass() -> dict[str, int]:
     """Run every step once; return what each did (for logs and the django-q2 result)."""
     steps = {
-        "admitted": admit_all,
+        "admitted": lambda: admit_all(agent_served_too=False),
+        "agents": agents_launched,
         "retried": retries_due,
         "cancelled": cancels_unstarted,
-        "restarted": starts_stalled,
+        "started": starts_due,
         "timed_out": timeouts_due,
         "observed": observe_all,
         "cleaned": cleanups_pending,
     }
     done = {name: isolated(name, step) for name, step in steps.items()}
     return {key: value for key, value in done.items() if value}
+
+
+def reconcile_wake() -> None:
+    """Ring the reconcile doorbell: the ticker looks at once at what is due."""
+    dispatch.wake_reconciler()
 
 
 def retries_due(now: dt.datetime | None = None) -> int:
@@ -83,16 +111,55 @@ def _cancel_unstarted_one(task_id) -> int:
         return int(task is not None and attempt_stop_unstarted(task=task, attempt=current_attempt(task)))
 
 
-def starts_stalled() -> int:
-    """Start jobs lost with a crashed worker: ensure_started is idempotent, so asking again is safe."""
-    cutoff = timezone.now() - dt.timedelta(seconds=START_RETRY_SECONDS)
-    stalled = Attempt.objects.filter(
-        task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True, updated_at__lt=cutoff
-    ).values_list("pk", "task_id")
+def agents_launched() -> int:
+    """A `local` connection with work for its host agent (to admit, to take) and no agent running: launch one."""
+    waiting = Task.objects.filter(
+        backend=LOCAL, state__in=(TaskState.PENDING, TaskState.SUBMITTING, TaskState.STARTING)
+    ).values("connection_id")
+    connections = CloudConnection.objects.filter(backend=LOCAL, pk__in=waiting)
+    return sum(
+        isolated(f"launching the host agent of {c.cloud_id}", lambda c=c: int(local_agent_ensure(c)))
+        for c in connections
+    )
+
+
+def starts_due(now: dt.datetime | None = None) -> int:
+    """Start every SUBMITTING attempt of the clouds without a host agent, one connection after the other.
+
+    An attempt is claimed before its cloud is asked (compare-and-set on its row), so two passes never
+    ask at once; a start that failed, or whose worker died while asking, is claimed again after
+    START_RETRY_SECONDS. `ensure_started` is idempotent (adopt by name or create): asking again is safe.
+    """
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(seconds=START_RETRY_SECONDS)
+    due = (
+        Attempt.objects.filter(task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True)
+        .exclude(task__backend=LOCAL)
+        .filter(Q(state=AttemptState.CREATED) | Q(updated_at__lt=cutoff))
+        .order_by("task__created_at")
+        .values_list("pk", "task_id", "task__connection_id", "state", "updated_at")
+    )
+    by_connection = defaultdict(list)
+    for row in due:
+        by_connection[row[2]].append(row)
     count = 0
-    for attempt_id, task_id in stalled:
-        Attempt.objects.filter(pk=attempt_id).update(updated_at=timezone.now())
-        count += isolated("start", lambda attempt_id=attempt_id: _start(attempt_id), task_ids=[task_id])
+    for connection_id, rows in by_connection.items():
+        count += isolated(
+            f"starting on connection {connection_id}",
+            lambda rows=rows: _start_batch(rows, now),
+            task_ids=[row[1] for row in rows],
+        )
+    return count
+
+
+def _start_batch(rows: list, now: dt.datetime) -> int:
+    count = 0
+    for attempt_id, task_id, _connection_id, state, updated_at in rows:
+        claimed = Attempt.objects.filter(pk=attempt_id, state=state, updated_at=updated_at, external_ref="").update(
+            state=AttemptState.STARTING, updated_at=now
+        )
+        if claimed:
+            count += isolated("start", lambda attempt_id=attempt_id: _start(attempt_id), task_ids=[task_id])
     return count
 
 
@@ -132,10 +199,105 @@ def _time_out_one(task_id, timeout: int) -> int:
         return 1
 
 
-def cleanups_pending(limit: int = 100) -> int:
-    """Remove what closed attempts left in their cloud; retried every pass until done."""
-    pending = Attempt.objects.filter(cleanup_state=CleanupState.PENDING).values_list("pk", "task_id")[:limit]
-    return sum(
-        isolated("cleanup", lambda attempt_id=attempt_id: int(attempt_cleanup(attempt_id=attempt_id)), task_ids=[tid])
-        for attempt_id, tid in pending
+def cleanups_pending(limit: int = 100, now: dt.datetime | None = None) -> int:
+    """Remove what closed attempts left in their cloud, one connection after the other; a failure is retried later.
+
+    A `local` attempt's run directory is removed by its agent, which says so in its sync; here only
+    those it never confirmed (an agent that died, an attempt it never held) after a grace period.
+    """
+    now = now or timezone.now()
+    retry = now - dt.timedelta(seconds=CLEANUP_RETRY_SECONDS)
+    grace = now - dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS)
+    clouds = ~Q(task__backend=LOCAL) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
+    unconfirmed = Q(task__backend=LOCAL, closed_at__lt=grace) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
+    pending = (
+        Attempt.objects.filter(cleanup_state=CleanupState.PENDING)
+        .filter(clouds | unconfirmed)
+        .values_list("pk", "task_id", "task__connection_id")[:limit]
     )
+    by_connection = defaultdict(list)
+    for attempt_id, task_id, connection_id in pending:
+        by_connection[connection_id].append((attempt_id, task_id))
+    return sum(
+        isolated(
+            f"cleanup on connection {connection_id}",
+            lambda rows=rows: sum(
+                isolated("cleanup", lambda a=a: int(attempt_cleanup(attempt_id=a)), task_ids=[t]) for a, t in rows
+            ),
+            task_ids=[t for _, t in rows],
+        )
+        for connection_id, rows in by_connection.items()
+    )
+
+
+# ---------------------------------------------------------------------------- when is the next pass due?
+def reconcile_due_at(*, last_pass: dt.datetime | None, now: dt.datetime | None = None) -> dt.datetime | None:
+    """When the pass next has something to do (`now` or earlier: at once), or None: nothing until a doorbell.
+
+    A few cheap queries, so an idle ticker can ask every few seconds for nothing. Work that appears
+    meanwhile rings the doorbell (dispatch.py); the deadlines the database holds (a retry's time, a
+    timeout, a failed start or cleanup to retry) and the observation cadences are computed here.
+    """
+    now = now or timezone.now()
+    last_pass = last_pass or now - dt.timedelta(days=1)
+    due: list[dt.datetime] = []
+
+    def every(seconds: float) -> None:
+        due.append(last_pass + dt.timedelta(seconds=seconds))
+
+    pending = Task.objects.filter(state=TaskState.PENDING, connection__dispatch_enabled=True)
+    if pending.exclude(backend=LOCAL).exclude(state_reason__startswith="waiting:").exists():
+        return now
+    if pending.exclude(backend=LOCAL).exists():
+        every(WAITING_SECONDS)
+    local_work = Task.objects.filter(
+        backend=LOCAL, state__in=(TaskState.PENDING, TaskState.SUBMITTING, TaskState.STARTING)
+    ).values("connection_id")
+    if any(not local_agent_serves(c) for c in CloudConnection.objects.filter(backend=LOCAL, pk__in=local_work)):
+        return now
+    retry_at = Task.objects.filter(state=TaskState.RETRY_WAIT).aggregate(at=Min("next_attempt_at"))["at"]
+    if retry_at is not None:
+        due.append(retry_at)
+    executing = set(Task.objects.filter(state__in=EXECUTING).values_list("backend", "state").distinct())
+    if any(backend != LOCAL and state != TaskState.UNKNOWN for backend, state in executing):
+        every(OBSERVE_SECONDS)
+        due += _starts_due_at()
+    elif any(state != TaskState.UNKNOWN for _backend, state in executing):
+        every(OBSERVE_AGENT_SECONDS)
+    elif executing:
+        every(OBSERVE_UNKNOWN_SECONDS)
+    if any(state == TaskState.RUNNING for _backend, state in executing):
+        due += _timeouts_at()
+    due += _cleanups_at()
+    return min(due) if due else None
+
+
+def _starts_due_at() -> list[dt.datetime]:
+    submitting = Attempt.objects.filter(
+        task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True
+    ).exclude(task__backend=LOCAL)
+    if submitting.filter(state=AttemptState.CREATED).exists():
+        return [timezone.now()]
+    oldest = submitting.aggregate(at=Min("updated_at"))["at"]
+    return [oldest + dt.timedelta(seconds=START_RETRY_SECONDS)] if oldest else []
+
+
+def _timeouts_at() -> list[dt.datetime]:
+    running = Task.objects.filter(state=TaskState.RUNNING, timeout_seconds__isnull=False, started_at__isnull=False)
+    rows = running.values_list("started_at", "timeout_seconds")
+    ends = [started + dt.timedelta(seconds=limit) for started, limit in rows]
+    return [min(ends)] if ends else []
+
+
+def _cleanups_at() -> list[dt.datetime]:
+    rows = Attempt.objects.filter(cleanup_state=CleanupState.PENDING).values_list(
+        "task__backend", "cleanup_error", "updated_at", "closed_at"
+    )[:500]
+    due = []
+    for backend, error, updated_at, closed_at in rows:
+        closed_at = closed_at or updated_at
+        at = closed_at + dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS) if backend == LOCAL else closed_at
+        if error:
+            at = max(at, updated_at + dt.timedelta(seconds=CLEANUP_RETRY_SECONDS))
+        due.append(at)
+    return [min(due)] if due else []

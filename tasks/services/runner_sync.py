@@ -4,7 +4,14 @@ The per-attempt rules are v1's (runner_reports.py, logs.py): events in seq order
 bytes at the stream's length exactly once, nothing new for a closed or superseded attempt. What v2
 adds is the batch: every attempt of the report in one transaction (a savepoint each, so one refused
 attempt does not fail the others), the log chunks in one bulk insert, liveness for every attempt the
-agent holds in one UPDATE, and the hand-out of new assignments.
+agent holds in one UPDATE, the agent's confirmations of removed run directories (cleanup done), and
+the hand-out of new assignments.
+
+For an agent, admission happens here too (issue 11: no background job per task per step): when its
+`local` connections have PENDING tasks, one transaction admits what fits (admission.connection_admit,
+with its per-project order and quotas) and hands out every attempt the agent does not hold yet. A
+cheap look first keeps a sync with nothing due free of write transactions. Whatever a crash
+interrupts is redone by the next sync: the database says what is admitted and handed out.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from cloudpivot.exceptions import Conflict
-from tasks.choices import AttemptState, TaskState
-from tasks.models import Attempt, LogChunk
+from tasks.choices import AttemptState, CleanupState, TaskState
+from tasks.models import Attempt, LogChunk, Task
+from tasks.services.admission import connection_admit
+from tasks.services.faults import isolated
 from tasks.services.lifecycle import attempt_superseded_or_closed, lock_task_and_attempt, task_transition
 from tasks.services.logs import log_append_locked, log_counters_save
 from tasks.services.runner_reports import (
@@ -49,11 +58,24 @@ class SyncScope:
         return {attempt.external_name: attempt for attempt in found}
 
 
-def sync_apply(*, scope: SyncScope, agent: dict[str, Any], known: list[str], reports: list[dict[str, Any]]) -> dict:
-    """Apply the reports, count the call as a sign of life for every attempt named, answer, hand out."""
+def sync_apply(
+    *,
+    scope: SyncScope,
+    agent: dict[str, Any],
+    known: list[str],
+    reports: list[dict[str, Any]],
+    cleaned: list[str] | None = None,
+) -> dict:
+    """Apply the reports and cleanup confirmations, count the call as a sign of life for every attempt named,
+    answer, admit and hand out."""
     names = set(known) | {report["attempt"] for report in reports}
     attempts = scope.attempts(names)
     errors: dict[str, dict[str, Any]] = {}
+    if cleaned:
+        _cleanup_confirmed(scope, cleaned)
+    if not reports:
+        _heartbeat(scope, agent, [attempt for name, attempt in attempts.items() if name in known])
+        return sync_answer(scope=scope, names=names, attempts=attempts)
     with transaction.atomic():
         chunks: list[LogChunk] = []
         for report in sorted(reports, key=lambda r: _lock_order(attempts.get(r["attempt"]))):
@@ -99,6 +121,18 @@ def sync_has_news(answer: dict[str, Any], stopping: list[str]) -> bool:
         part.get("closed") or (part.get("stop_requested") and name not in stopping)
         for name, part in answer["attempts"].items()
     )
+
+
+def _cleanup_confirmed(scope: SyncScope, names: list[str]) -> None:
+    """The agent removed these closed attempts' run directories: their cleanup is done (one UPDATE)."""
+    if not scope.connection_ids:
+        return
+    Attempt.objects.filter(
+        external_name__in=names,
+        task__connection_id__in=scope.connection_ids,
+        closed_at__isnull=False,
+        cleanup_state=CleanupState.PENDING,
+    ).update(cleanup_state=CleanupState.DONE, cleanup_error="")
 
 
 def _not_yours(name: str) -> dict[str, Any]:
@@ -172,21 +206,28 @@ def _handout(scope: SyncScope, held: set[str]) -> list[dict[str, Any]]:
         if attempt.external_name in held or attempt_superseded_or_closed(attempt):
             return []
         return [runner_assignment(attempt=attempt)]
-    candidates = list(
-        Attempt.objects.select_related("task")
-        .filter(
-            task__connection_id__in=scope.connection_ids,
-            task__state__in=(TaskState.SUBMITTING, TaskState.STARTING),
-            closed_at__isnull=True,
-            stop_requested_at__isnull=True,
-        )
-        .exclude(external_name__in=held)
-        .order_by("task__created_at")[:HANDOUT_LIMIT]
-    )
-    if not candidates:
+    if not scope.connection_ids:
         return []
+    open_attempts = Attempt.objects.filter(
+        task__connection_id__in=scope.connection_ids,
+        task__state__in=(TaskState.SUBMITTING, TaskState.STARTING),
+        closed_at__isnull=True,
+        stop_requested_at__isnull=True,
+    ).exclude(external_name__in=held)
+    waiting = Task.objects.filter(
+        connection_id__in=scope.connection_ids, connection__dispatch_enabled=True, state=TaskState.PENDING
+    )
+    admit = waiting.exists()
+    if not admit and not open_attempts.exists():
+        return []  # the usual answer of a long-poll's look: no write transaction for it
     assignments = []
     with transaction.atomic():
+        for connection_id in scope.connection_ids if admit else ():
+            isolated(
+                f"admission on connection {connection_id}",
+                lambda pk=connection_id: connection_admit(connection_id=pk, announce=False),
+            )
+        candidates = list(open_attempts.select_related("task").order_by("task__created_at")[:HANDOUT_LIMIT])
         for candidate in candidates:
             task, attempt = lock_task_and_attempt(candidate)
             attempt.task = task
@@ -203,9 +244,12 @@ def _record_handout(task: Any, attempt: Attempt, scope: SyncScope) -> None:
     attempt.external_ref = f"{scope.runs_dirs.get(task.connection_id, '')}/{attempt.external_name}"
     attempt.cloud_created_at = timezone.now()
     attempt.start_error = ""
+    attempt.runner_contact_at = attempt.runner_contact_at or attempt.cloud_created_at  # the agent asked: contact
     if attempt.state == AttemptState.CREATED:
         attempt.state = AttemptState.STARTING
-    attempt.save(update_fields=["external_ref", "cloud_created_at", "start_error", "state", "updated_at"])
+    attempt.save(
+        update_fields=["external_ref", "cloud_created_at", "start_error", "runner_contact_at", "state", "updated_at"]
+    )
     task_transition(
         task=task,
         to=TaskState.STARTING,

@@ -1,10 +1,16 @@
-"""The clock: one leased ticker runs reconcile passes about every half second, then hands over to its successor.
+"""The clock: one leased ticker runs reconcile passes when something is due, then hands over to its successor.
 
-The ticker holds a lease and runs a pass about every half second for a minute, then
-enqueues its successor, whatever happened meanwhile (a pass that raised, a database that
-went away): only a ticker that finds another one holding the lease ends without one. A
-ticker is also enqueued whenever a worker process starts, and the minute schedule restarts
-the chain if it ever breaks; extra tickers find the lease held and end.
+The ticker holds a lease for about a minute, then enqueues its successor, whatever happened meanwhile
+(a pass that raised, a database that went away): only a ticker that finds another one holding the
+lease ends without one. A ticker is also enqueued whenever a worker process starts, and the minute
+schedule restarts the chain if it ever breaks; extra tickers find the lease held and end.
+
+It does not run passes for nothing (issue 11: an idle installation costs next to nothing). Between
+passes it sleeps on the reconcile doorbell (cloudpivot/realtime.py), which whoever makes work rings
+after commit, and wakes by itself when `reconcile_due_at` says a deadline or an observation is due,
+at the latest every IDLE_SECONDS for that cheap look and the lease. Passes are at least
+TICK_INTERVAL_SECONDS apart unless the doorbell rang, so a cloud that keeps failing is not asked in
+a loop.
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from cloudpivot.realtime import ReconcileDoorbell
 from tasks import dispatch
 from tasks.models import Lease
-from tasks.services.reconcile import reconcile_pass
+from tasks.services.reconcile import reconcile_due_at, reconcile_pass
 
 logger = logging.getLogger(__name__)
 TICK_INTERVAL_SECONDS = 0.5
-# Short, and renewed every pass: a ticker killed with its worker blocks the next one only this long.
+# The longest sleep without a look: short enough to renew the lease, long enough to cost nothing.
+IDLE_SECONDS = 2.0
+# Short, and renewed at least every IDLE_SECONDS: a ticker killed with its worker blocks the next one only this long.
 LEASE_SECONDS = 5
+LEASE_RENEW_SECONDS = 1.0
 
 
 def ticker_run(*, seconds: float | None = None) -> str:
@@ -56,15 +66,31 @@ def ticker_run(*, seconds: float | None = None) -> str:
 def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
     """Passes until the deadline; (how many, whether another ticker took the lease meanwhile)."""
     deadline = time.monotonic() + (seconds if seconds is not None else settings.TICKER_SECONDS)
-    passes = 0
-    while time.monotonic() < deadline:
-        done = reconcile_pass()
-        if done:
-            logger.info("reconcile pass: %s", done)
-        passes += 1
-        if not lease_acquire("ticker", holder):
-            return passes, True
-        time.sleep(TICK_INTERVAL_SECONDS)
+    passes, last_pass, renewed = 0, None, time.monotonic()
+    rang = False
+    with ReconcileDoorbell() as doorbell:
+        while time.monotonic() < deadline:
+            now = timezone.now()
+            # A new ticker runs one pass at once: work may have been left while there was none.
+            due_at = reconcile_due_at(last_pass=last_pass, now=now) if last_pass is not None else now
+            if due_at is not None and last_pass is not None and not rang:
+                due_at = max(due_at, last_pass + dt.timedelta(seconds=TICK_INTERVAL_SECONDS))
+            rang = False
+            delay = IDLE_SECONDS
+            if due_at is not None and due_at <= now:
+                done = reconcile_pass()
+                if done:
+                    logger.info("reconcile pass: %s", done)
+                passes += 1
+                last_pass = timezone.now()
+                delay = 0.0  # look again: the pass may have made work due at once (an attempt to start)
+            elif due_at is not None:
+                delay = min(IDLE_SECONDS, (due_at - now).total_seconds())
+            if time.monotonic() - renewed >= LEASE_RENEW_SECONDS:
+                if not lease_acquire("ticker", holder):
+                    return passes, True
+                renewed = time.monotonic()
+            rang = doorbell.wait(max(0.0, min(delay, deadline - time.monotonic())))
     return passes, False
 
 

@@ -1,7 +1,9 @@
 """Container tasks on a Kubernetes connection, end to end through CloudPivot.
 
 The real `kubernetes` client talks HTTP to the loopback API server (tests/clusters/kube_fixture.py);
-the test plays the kubelet (pod status, logs) and the worker (reconcile passes, jobs run inline).
+the test plays the kubelet (pod status, logs) and the worker (reconcile passes, jobs run inline). The
+submission rings the reconcile doorbell; here the test runs the pass it would wake, which admits and
+starts the task in one go.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ import pytest
 from django_q.conf import Conf
 
 from clusters.backends import get_backend
-from tasks import dispatch
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass, task_cancel
-from tasks.services.attempts import attempt_ref, attempt_start
+from tasks.services.admission import admit_all
+from tasks.services.attempts import attempt_ref
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
@@ -28,9 +30,14 @@ def inline_jobs(monkeypatch):
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
-def submit(world, **spec) -> Task:
+def submit(world, *, start: bool = True, **spec) -> Task:
+    """Submit; then the pass the doorbell wakes (admission and start), or only admission with start=False."""
     document = {"cloud": "k3s-lab", "image": "python:3.12-slim", "command": ["python3", "-c", "print('hi')"], **spec}
     task, _ = task_submit(user=world.bob, document=document)
+    if start:
+        reconcile_pass()
+    else:
+        admit_all()
     return task
 
 
@@ -192,16 +199,15 @@ def test_a_vanished_pod_or_job_makes_the_task_unknown(kube, kube_connection, wor
 def test_a_crash_between_create_and_recording_the_uid_leaves_one_job(
     kube, kube_connection, world, inline_jobs, monkeypatch
 ):
-    monkeypatch.setattr(dispatch, "enqueue_start", lambda attempt_id: None)  # the start job is lost with its worker
-    task = submit(world)
+    task = submit(world, start=False)  # admitted; the pass that would start it dies with its worker
     task.refresh_from_db()
     attempt = task.attempts.get()
     assert task.state == "SUBMITTING" and attempt.external_ref == ""
     # The crashed worker had sent the create: the Job exists, but its UID was never recorded.
     first = get_backend(kube_connection).ensure_started(attempt_ref(attempt))
     assert Attempt.objects.get(pk=attempt.pk).external_ref == ""
-    # A fresh worker starts the attempt again.
-    attempt_start(attempt_id=attempt.pk)
+    # The next pass starts the attempt again.
+    reconcile_pass()
     attempt.refresh_from_db()
     task.refresh_from_db()
     assert task.state == "STARTING"
@@ -216,8 +222,7 @@ def test_a_crash_between_create_and_recording_the_uid_leaves_one_job(
 
 
 def test_a_foreign_job_with_the_same_name_is_not_adopted(kube, kube_connection, world, inline_jobs, monkeypatch):
-    monkeypatch.setattr(dispatch, "enqueue_start", lambda attempt_id: None)
-    task = submit(world)
+    task = submit(world, start=False)
     attempt = task.attempts.get()
     foreign = {
         "metadata": {"name": attempt.external_name, "labels": {"app": "someone-else"}},
@@ -226,7 +231,7 @@ def test_a_foreign_job_with_the_same_name_is_not_adopted(kube, kube_connection, 
         },
     }
     kube.put(JOBS, "tasks", foreign)
-    attempt_start(attempt_id=attempt.pk)
+    reconcile_pass()
     task.refresh_from_db()
     assert task.state == "FAILED"
     assert "already exists in namespace tasks but was not created by this CloudPivot installation" in task.state_reason

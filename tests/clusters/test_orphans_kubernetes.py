@@ -19,6 +19,7 @@ from clusters.backends.kubernetes import LABEL_INSTALLATION
 from orphans.models import OrphanFinding
 from orphans.scan import orphans_scan
 from tasks.models import Attempt
+from tasks.services import reconcile_pass
 from tasks.services.submission import task_submit
 from tests.clusters.kube_api import JOBS
 from tests.plugins.kube import job, ours
@@ -52,6 +53,7 @@ def test_a_labelled_job_with_no_attempt_is_an_orphan_and_other_installations_job
     task, _ = task_submit(
         user=world.bob, document={"cloud": "k3s-lab", "image": "python:3.12-slim", "command": ["true"]}
     )
+    reconcile_pass()  # the pass the submission's doorbell wakes: admitted and started
     attempt = task.attempts.get()
     assert attempt.external_name in kube.jobs()  # the running attempt's own Job
 

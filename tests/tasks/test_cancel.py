@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
-from tasks import dispatch
 from tasks.models import Attempt, Task
 from tasks.selectors import task_quota_usage
 from tasks.services import reconcile_pass, task_cancel
@@ -150,8 +149,8 @@ def test_a_task_left_cancelling_by_an_earlier_version_is_ended_by_the_pass(world
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancel_while_the_start_job_is_asking_the_cloud(live, world, monkeypatch, tmp_path):
-    """The cancel lands while the start job waits for the cloud: what the cloud made is recorded, stopped, removed.
+def test_cancel_while_the_start_is_asking_the_cloud(live, world, monkeypatch, tmp_path):
+    """The cancel lands while the pass's start waits for the cloud: what the cloud made is recorded, stopped, removed.
 
     On a connection whose start makes a process of its own per attempt (tests/runner_host.py), so "what the
     cloud made" is a process this test can watch.
@@ -164,9 +163,9 @@ def test_cancel_while_the_start_job_is_asking_the_cloud(live, world, monkeypatch
         cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(tmp_path / "hosts")}
     )
     hosts.projects.add(world.alpha)
-    monkeypatch.setattr(dispatch, "enqueue_start", lambda attempt_id: None)  # this test runs the start job itself
     task = task_submit(user=world.bob, document=hello_spec(cloud="runner-host", command=["sleep", "600"]))[0]
-    attempt = Attempt.objects.get(task=task)  # admitted at once by the (inline) admission job
+    assert admit_all() == 1  # this test plays the reconcile pass: admission, then the start
+    attempt = Attempt.objects.get(task=task)
     state_dir = tmp_path / "hosts" / attempt.external_name
     launch, pids = RunnerHostBackend.ensure_started, []
 

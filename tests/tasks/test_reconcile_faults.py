@@ -21,6 +21,7 @@ from tasks.services import reconcile_pass, ticker
 from tasks.services.admission import admit_all
 from tasks.services.attempts import attempt_close, attempt_create, current_attempt
 from tasks.services.lifecycle import task_lock, task_transition
+from tasks.services.reconcile import LOCAL_CLEANUP_GRACE_SECONDS
 from tasks.services.submission import task_submit
 from tests.builders import hello_spec
 
@@ -133,11 +134,14 @@ def test_a_connection_whose_backend_raises_is_written_on_its_tasks_and_the_pass_
     victim = running_attempt(world, broken)
     # The Runner's lock file is a directory: the backend's observation raises IsADirectoryError.
     (tmp_path / "broken" / victim.external_name / "runner.lock").mkdir(parents=True)
-    # A later step on a healthy connection: a closed attempt's leftovers to clean up.
+    # A later step on a healthy connection: a closed attempt's leftovers to clean up (its host agent never
+    # confirmed the cleanup within the grace period, so the pass does it).
     finished = running_attempt(world, world.local)
     with transaction.atomic():
         locked = task_lock(finished.task_id)
         attempt_close(task=locked, attempt=current_attempt(locked), outcome="SUCCEEDED", reason="done")
+    long_ago = timezone.now() - dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS + 1)
+    Attempt.objects.filter(pk=finished.pk).update(closed_at=long_ago)
     (world.runs_dir / finished.external_name).mkdir(parents=True)
     reconcile_pass()
     [message] = errors_of(victim.task)

@@ -1,0 +1,126 @@
+"""Batched control (issue 11 item 3) as the host agent meets it: its sync admits and hands out, its
+`cleaned` list ends the cleanup, and no background job is queued for any step of a local task."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+from django_q.brokers import get_broker
+from rest_framework.test import APIClient
+
+from cloudpivot import credentials
+from cloudpivot.accounts.models import Quota
+from clusters.backends.local import agent_name, connection_runs_dir
+from tasks.models import Attempt, Task
+from tasks.services.attempts import attempt_close, current_attempt
+from tasks.services.lifecycle import task_lock
+from tasks.services.submission import task_submit
+from tests.builders import hello_spec
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent(world):
+    name = agent_name(connection_runs_dir(world.local))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {credentials.agent_credential(name=name)}")
+    client.agent_name = name
+    return client
+
+
+def sync(client, *, known=(), cleaned=(), attempts=()):
+    body = {
+        "protocol": 2,
+        "agent": {"name": client.agent_name, "boot_id": "b1", "version": "2.0", "pid": 4242},
+        "known": list(known),
+        "attempts": list(attempts),
+        "cleaned": list(cleaned),
+        "wait": 0,
+    }
+    response = client.post("/runner/v2/sync", body, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def submit(world, **spec) -> Task:
+    return task_submit(user=world.bob, document=hello_spec(**spec))[0]
+
+
+def test_the_sync_admits_a_pending_task_and_hands_it_out_in_one_go(agent, world):
+    task = submit(world, command=["echo", "hi"])
+    assert task.state == "PENDING" and not task.attempts.exists()  # nothing admits it but the agent's sync
+    [assignment] = sync(agent)["assignments"]
+    task.refresh_from_db()
+    attempt = task.attempts.get()
+    assert assignment["attempt"] == attempt.external_name and assignment["argv"] == ["echo", "hi"]
+    assert task.state == "STARTING" and "host agent" in task.state_reason
+    states = [e.data["to"] for e in task.events.filter(type="state").order_by("seq")]
+    assert states == ["SUBMITTING", "STARTING"]
+    assert attempt.admitted_at and attempt.cloud_created_at and attempt.external_ref.endswith(attempt.external_name)
+
+
+def test_the_sync_keeps_the_quota_and_the_submission_order(agent, world):
+    Quota.objects.create(project=world.alpha, max_tasks=1)
+    first, second = submit(world), submit(world)
+    [assignment] = sync(agent)["assignments"]
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert assignment["attempt"] == first.attempts.get().external_name
+    assert second.state == "PENDING" and second.state_reason.startswith("waiting: ")
+    # The first ends (reported in a sync): the same sync admits and hands out the second.
+    name = assignment["attempt"]
+    exited = {"seq": 1, "type": "exited", "time": "2026-11-30T12:00:00Z", "data": {"exit_code": 0}}
+    answer = sync(agent, known=[name], attempts=[{"attempt": name, "events": [exited]}])
+    assert answer["attempts"][name]["closed"] is True
+    [next_one] = answer["assignments"] or sync(agent, known=[name])["assignments"]
+    assert next_one["attempt"] == second.attempts.get().external_name
+
+
+def test_a_sync_with_nothing_due_writes_nothing(agent, world, django_assert_max_num_queries):
+    with django_assert_max_num_queries(4):  # the agent's connections, and the two "anything due?" looks
+        assert sync(agent)["assignments"] == []
+
+
+def test_no_background_job_is_queued_for_a_local_task(agent, world):
+    broker = get_broker()
+    queued = broker.queue_size()
+    task = submit(world, command=["true"])
+    [assignment] = sync(agent)["assignments"]
+    name = assignment["attempt"]
+    events = [
+        {"seq": 1, "type": "started", "time": "2026-11-30T12:00:00Z", "data": {"pid": 1}},
+        {"seq": 2, "type": "exited", "time": "2026-11-30T12:00:01Z", "data": {"exit_code": 0}},
+    ]
+    sync(agent, known=[name], attempts=[{"attempt": name, "events": events}])
+    sync(agent, cleaned=[name])
+    task.refresh_from_db()
+    assert task.state == "SUCCEEDED"
+    assert Attempt.objects.get(external_name=name).cleanup_state == "done"
+    assert broker.queue_size() == queued, "a django-q2 job was queued for a step of a local task"
+
+
+def test_cleaned_ends_the_cleanup_of_closed_attempts_of_this_agent_only(agent, world):
+    closed, still_open = submit(world), submit(world)
+    sync(agent)
+    with transaction.atomic():
+        locked = task_lock(closed.pk)
+        attempt_close(task=locked, attempt=current_attempt(locked), outcome="SUCCEEDED", reason="done")
+    closed_name = closed.attempts.get().external_name
+    open_name = still_open.attempts.get().external_name
+    assert Attempt.objects.get(external_name=closed_name).cleanup_state == "pending"
+    sync(agent, known=[open_name], cleaned=[closed_name, open_name])
+    assert Attempt.objects.get(external_name=closed_name).cleanup_state == "done"
+    assert Attempt.objects.get(external_name=open_name).cleanup_state == "not_needed"
+
+
+def test_an_attempt_cancelled_before_the_agent_took_it_needs_no_cleanup(world):
+    from tasks.services import task_cancel
+    from tasks.services.admission import admit_all
+
+    task = submit(world)
+    admit_all()  # the reconcile pass admitted it (its agent was down); no agent ever held it
+    task_cancel(task_id=task.pk, user=world.bob)
+    task.refresh_from_db()
+    assert task.state == "CANCELLED"
+    assert task.attempts.get().cleanup_state == "done"

@@ -1,0 +1,90 @@
+"""The ticker sleeps while nothing is due and wakes on the reconcile doorbell or a deadline (issue 11)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from cloudpivot.realtime import ReconcileDoorbell, ring_reconciler
+from clusters.models import CloudConnection
+from tasks.models import Task
+from tasks.services import ticker
+from tasks.services.lifecycle import task_transition
+from tasks.services.reconcile import reconcile_due_at
+from tasks.services.submission import task_submit
+from tests.builders import hello_spec
+
+
+@pytest.fixture
+def other_cloud(world, tmp_path, monkeypatch):
+    """A connection without a host agent (the test backend of tests/runner_host.py): the pass serves it."""
+    from clusters.backends import BACKENDS
+
+    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    connection = CloudConnection.objects.create(
+        cloud_id="hosts", backend="runner-host", options={"runs_dir": str(tmp_path / "hosts")}
+    )
+    connection.projects.add(world.alpha)
+    return connection
+
+
+def test_nothing_is_due_on_an_idle_installation(world):
+    assert reconcile_due_at(last_pass=timezone.now()) is None
+
+
+def test_a_task_for_a_cloud_without_an_agent_is_due_at_once(world, other_cloud):
+    task_submit(user=world.bob, document=hello_spec(cloud="hosts"))
+    now = timezone.now()
+    assert reconcile_due_at(last_pass=now, now=now) <= now
+
+
+def test_a_local_task_whose_agent_is_not_running_is_due_at_once_to_launch_it(world):
+    task_submit(user=world.bob, document=hello_spec())
+    now = timezone.now()
+    assert reconcile_due_at(last_pass=now, now=now) <= now
+
+
+def test_a_retry_is_due_at_its_persisted_time(world, other_cloud):
+    task = task_submit(user=world.bob, document=hello_spec(cloud="hosts"))[0]
+    due = timezone.now() + dt.timedelta(seconds=3)
+    with transaction.atomic():
+        locked = Task.objects.select_for_update().get(pk=task.pk)
+        task_transition(task=locked, to="CANCELLED", reason="test")  # out of the admission queue ...
+    Task.objects.filter(pk=task.pk).update(state="RETRY_WAIT", next_attempt_at=due)  # ... into a retry's wait
+    assert reconcile_due_at(last_pass=timezone.now()) == due
+
+
+def test_the_doorbell_wakes_a_sleeping_ticker_and_keeps_a_ring_that_came_while_it_worked(world):
+    with ReconcileDoorbell() as doorbell:
+        assert doorbell.wait(0.05) is False
+        threading.Timer(0.2, ring_reconciler).start()
+        began = time.monotonic()
+        assert doorbell.wait(10) is True
+        assert time.monotonic() - began < 5
+        ring_reconciler()  # rung while the ticker was busy: the next wait returns at once
+        assert doorbell.wait(10) is True
+        assert doorbell.wait(0.05) is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_ticker_runs_no_passes_for_nothing_but_at_once_for_new_work(world, other_cloud, monkeypatch):
+    passes: list[float] = []
+
+    def counted_pass():
+        passes.append(time.monotonic())
+        return {}
+
+    monkeypatch.setattr(ticker, "reconcile_pass", counted_pass)
+    thread = threading.Thread(target=lambda: (ticker.ticker_run(seconds=4), connection.close()))
+    thread.start()
+    time.sleep(2.5)
+    assert len(passes) == 1, "an idle ticker ran passes for nothing"  # only a new ticker's first look
+    task_submit(user=world.bob, document=hello_spec(cloud="hosts"))  # rings the doorbell after commit
+    rung = time.monotonic()
+    thread.join(timeout=30)
+    assert len(passes) >= 2 and passes[1] - rung < 1.0, "new work waited for the ticker's next round"
