@@ -31,6 +31,25 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusters.backends.local import agent_stop
 
+# The ASGI servers a web process may run (`python -m <these> --fd N cloudpivot.asgi:application`).
+# Both serve HTTP and websockets; uvicorn is the default for what it costs per request (docs/decisions.md).
+WEB_SERVERS = {
+    "daphne": ["daphne"],
+    "uvicorn": [
+        "uvicorn",
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--ws",
+        "websockets",
+        "--lifespan",
+        "off",
+        "--no-proxy-headers",
+    ],
+}
+DEFAULT_WEB_SERVER = "daphne"
+
 
 class Command(BaseCommand):
     help = "Run the web server (Daphne) and the background workers (qcluster) together."
@@ -45,21 +64,27 @@ class Command(BaseCommand):
             help="Daphne processes sharing the port (more than 1 needs REDIS_URL).",
         )
         parser.add_argument(
+            "--server",
+            choices=sorted(WEB_SERVERS),
+            default=os.environ.get("CLOUDPIVOT_WEB_SERVER", DEFAULT_WEB_SERVER),
+            help="The ASGI server of the web processes (docs/decisions.md: the request path).",
+        )
+        parser.add_argument(
             "--bootstrap",
             action="store_true",
             help="Migrate, collect static files, create demo data and print how to log in.",
         )
 
-    def handle(self, *args, host: str, port: int, web_processes: int, bootstrap: bool, **options):
+    def handle(self, *args, host: str, port: int, web_processes: int, server: str, bootstrap: bool, **options):
         _check_web_processes(web_processes)
         listener = _listen(host, port)
         banner = self._bootstrap() if bootstrap else []
         env = os.environ | {"PORT": str(port), "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         fd = listener.fileno()
-        daphne = [sys.executable, "-m", "daphne", "--fd", str(fd), "cloudpivot.asgi:application"]
+        web = [sys.executable, "-m", *WEB_SERVERS[server], "--fd", str(fd), "cloudpivot.asgi:application"]
         processes = [
-            *(subprocess.Popen(daphne, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)) for _ in range(web_processes)),
+            *(subprocess.Popen(web, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)) for _ in range(web_processes)),
             subprocess.Popen([*manage, "qcluster"], env=env, cwd=settings.BASE_DIR),
         ]
         listener.close()  # the Daphnes hold it now
@@ -76,8 +101,8 @@ class Command(BaseCommand):
             self._wait_until_up(url, processes, stop)
             agents = _start_host_agents(host, port)
             self.stdout.write("\nCloudPivot is running: " + url)
-            if web_processes > 1:
-                self.stdout.write(f"  {web_processes} web processes share the port")
+            plural = "es" if web_processes > 1 else ""
+            self.stdout.write(f"  {web_processes} web process{plural} ({server}) on the port")
             for line in banner:
                 self.stdout.write("  " + line)
             self.stdout.write(f"  API docs: {url}api/docs/   Ctrl-C stops the web server and the workers.\n")
@@ -171,4 +196,4 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _name(process: subprocess.Popen) -> str:
-    return "daphne" if process.args[1:3] == ["-m", "daphne"] else process.args[-1]
+    return process.args[2] if process.args[1] == "-m" else process.args[-1]
