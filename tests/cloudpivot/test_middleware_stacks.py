@@ -127,6 +127,7 @@ def test_the_asgi_application_answers_healthz_through_the_machine_stack():
         if messages:
             return messages.pop()
         await asyncio.sleep(3600)  # the client stays connected until the answer is sent
+        return {"type": "http.disconnect"}
 
     async def send(message):
         sent.append(message)
