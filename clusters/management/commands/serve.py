@@ -35,18 +35,7 @@ from clusters.backends.local import agent_stop
 # Both serve HTTP and websockets; uvicorn is the default for what it costs per request (docs/decisions.md).
 WEB_SERVERS = {
     "daphne": ["daphne"],
-    "uvicorn": [
-        "uvicorn",
-        "--loop",
-        "uvloop",
-        "--http",
-        "httptools",
-        "--ws",
-        "websockets",
-        "--lifespan",
-        "off",
-        "--no-proxy-headers",
-    ],
+    "uvicorn": ["cloudpivot.webserver"],  # uvicorn with uvloop and httptools, TCP_NODELAY kept (see there)
 }
 DEFAULT_WEB_SERVER = "daphne"
 
