@@ -110,9 +110,16 @@ class Server:
             self.env["DATABASE_URL"] = _fresh_postgres(os.environ["DATABASE_URL"], f"bench_rc_{kind}_{processes}")
         self.log_path = tmp_path / f"serve-{kind}-{processes}.log"
         self.log = self.log_path.open("w")
-        command = [sys.executable, "manage.py", "serve", "--bootstrap", "--web-processes", str(processes)]
-        if kind != "daphne":
-            command += ["--server", kind]
+        command = [
+            sys.executable,
+            "manage.py",
+            "serve",
+            "--bootstrap",
+            "--server",
+            kind,
+            "--web-processes",
+            str(processes),
+        ]
         self.process = subprocess.Popen(
             command,
             cwd=helpers.BASE_DIR,
@@ -274,6 +281,7 @@ def test_request_cost(tmp_path):
     concurrent = int(os.environ.get("BENCH_CLIENTS", "4"))
     database = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite"
     rows: list[tuple[str, str, float, float, float, float]] = []
+    print()
     for kind, processes in _setups():
         if processes > 1 and not os.environ.get("REDIS_URL"):
             print(f"\n(skipped {kind}:{processes}: several web processes need REDIS_URL)")
@@ -284,6 +292,8 @@ def test_request_cost(tmp_path):
                 rate1, cpu1 = measure(server, 1, requests, make_request)
                 rateN, cpuN = measure(server, concurrent, requests, make_request)
                 rows.append((f"{kind}×{processes}", name, rate1, cpu1, rateN, cpuN))
+                figures = f"{rate1:.0f}/s {cpu1:.1f} ms; {rateN:.0f}/s {cpuN:.1f} ms"
+                print(f"  {kind}×{processes} {name}: {figures}", flush=True)
         finally:
             server.stop()
     load = os.getloadavg()[0]
