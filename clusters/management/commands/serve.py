@@ -1,4 +1,5 @@
-"""`manage.py serve`: the whole embedded CloudPivot in one command: Daphne (web, API, Runner API) and the qcluster.
+"""`manage.py serve`: the whole embedded CloudPivot in one command: the web server (pages, API, Runner API,
+websockets; uvicorn, or Daphne with --server daphne) and the qcluster.
 
 With --bootstrap it first migrates, collects static files, creates the demo data and the
 schedules, and prints the URL, the login and a fresh API token once the server answers.
@@ -9,8 +10,8 @@ task does not wait for it, and programs that ran on while CloudPivot was down ar
 reported at once), and stops the agent on Ctrl-C. Programs the agent started keep running: each has
 its own supervisor in its own session, and the next agent re-attaches to them (docs/runner.md).
 
---web-processes N runs N Daphne processes that accept on one listening socket this command
-opens (Daphne's --fd): one Daphne is one Python process, so this is how the web side uses
+--web-processes N runs N web processes that accept on one listening socket this command
+opens (--fd): one process is one Python interpreter, so this is how the web side uses
 more than one core. Several need the shared (Redis) channel layer: with the in-process
 layer a websocket would not hear what another web process rings.
 """
@@ -37,11 +38,11 @@ WEB_SERVERS = {
     "daphne": ["daphne"],
     "uvicorn": ["cloudpivot.webserver"],  # uvicorn with uvloop and httptools, TCP_NODELAY kept (see there)
 }
-DEFAULT_WEB_SERVER = "daphne"
+DEFAULT_WEB_SERVER = "uvicorn"
 
 
 class Command(BaseCommand):
-    help = "Run the web server (Daphne) and the background workers (qcluster) together."
+    help = "Run the web server (uvicorn or Daphne) and the background workers (qcluster) together."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -50,7 +51,7 @@ class Command(BaseCommand):
             "--web-processes",
             type=int,
             default=int(os.environ.get("CLOUDPIVOT_WEB_PROCESSES", "1")),
-            help="Daphne processes sharing the port (more than 1 needs REDIS_URL).",
+            help="Web processes sharing the port (more than 1 needs REDIS_URL).",
         )
         parser.add_argument(
             "--server",
@@ -76,7 +77,7 @@ class Command(BaseCommand):
             *(subprocess.Popen(web, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)) for _ in range(web_processes)),
             subprocess.Popen([*manage, "qcluster"], env=env, cwd=settings.BASE_DIR),
         ]
-        listener.close()  # the Daphnes hold it now
+        listener.close()  # the web processes hold it now
         stop = {"now": False}
 
         def request_stop(signum, frame):
@@ -168,7 +169,7 @@ def _check_web_processes(count: int) -> None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """The one listening socket every Daphne accepts on; opening it here also says at once if the port is taken."""
+    """The one listening socket every web process accepts on; opening it here also says at once if the port is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Daphne does: TIME_WAIT is no obstacle
