@@ -36,7 +36,7 @@ import pytest
 from tests import helpers
 
 TICKS = os.sysconf("SC_CLK_TCK")
-WEB_WORDS = ("daphne", "uvicorn", "gunicorn")
+WEB_WORDS = ("daphne", "uvicorn", "cloudpivot.webserver")
 
 
 def _cpu_ticks(pid: int) -> int:
