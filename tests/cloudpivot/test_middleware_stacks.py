@@ -6,6 +6,7 @@ The clients here go through the stack the servers choose for the request (tests/
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import pytest
@@ -117,7 +118,7 @@ def test_submit_get_and_list_make_few_queries(api, world):
     assert len(get.captured_queries) <= 4, [q["sql"][:80] for q in get.captured_queries]
 
 
-def test_the_asgi_application_answers_healthz_through_the_machine_stack():
+def test_the_asgi_application_answers_healthz_through_the_machine_stack(db):
     from cloudpivot.asgi import application
 
     sent = []
@@ -150,3 +151,24 @@ def test_the_asgi_application_answers_healthz_through_the_machine_stack():
     assert sent[0]["status"] == 200
     assert json.loads(sent[1]["body"]) == {"status": "ok"}
     assert b"content-security-policy" not in dict(sent[0]["headers"])
+
+
+def test_the_wsgi_application_chooses_the_same_stacks(db):
+    from cloudpivot.wsgi import application
+
+    answers = []
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": "/healthz",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8000",
+        "HTTP_HOST": "127.0.0.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": io.StringIO(),
+    }
+    body = b"".join(application(environ, lambda status, headers: answers.append((status, dict(headers)))))
+    status, headers = answers[0]
+    assert status.startswith("200") and json.loads(body) == {"status": "ok"}
+    assert "Content-Security-Policy" not in headers
+    assert application.handlers[PAGES] is not application.handlers[MACHINE]
