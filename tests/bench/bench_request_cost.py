@@ -177,7 +177,7 @@ def _fresh_postgres(url: str, name: str) -> str:
     import psycopg
 
     base, _, _ = url.rpartition("/")
-    with psycopg.connect(url, autocommit=True) as connection:
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as connection:  # the named one need not exist
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         connection.execute(f'CREATE DATABASE "{name}"')
     return f"{base}/{name}"
