@@ -16,7 +16,7 @@ $(VENV)/.dev-installed: requirements/dev.txt $(VENV)/.base-installed
 	$(PY) -m pip install -q -r requirements/dev.txt
 	touch $@
 
-## run: install, migrate, create the demo data, start Daphne + qcluster on 127.0.0.1:$(PORT)
+## run: install, migrate, create the demo data, start the web server (uvicorn) + qcluster on 127.0.0.1:$(PORT)
 run: $(VENV)/.base-installed
 	PORT=$(PORT) $(PY) manage.py serve --bootstrap
 

@@ -1,6 +1,12 @@
+"""WSGI entry point (no websockets): the same middleware stacks per kind of caller as under ASGI."""
+
 import os
 
-from django.core.wsgi import get_wsgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cloudpivot.settings.base")
-application = get_wsgi_application()
+django.setup(set_prefix=False)
+
+from cloudpivot.handlers import RoutedWSGIHandler  # noqa: E402
+
+application = RoutedWSGIHandler()

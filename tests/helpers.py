@@ -93,7 +93,11 @@ def start_daphne(*, port: int, env: dict[str, str], log: Path) -> subprocess.Pop
 
 
 def start_daphnes(*, port: int, env: dict[str, str], log: Path, processes: int) -> list[subprocess.Popen]:
-    """`processes` Daphnes accepting on one listening socket, as `manage.py serve --web-processes` runs them."""
+    """`processes` web servers accepting on one listening socket, as `manage.py serve --web-processes` runs them:
+    the server `serve` runs by default, or the one CLOUDPIVOT_WEB_SERVER names (daphne, uvicorn)."""
+    from clusters.management.commands.serve import DEFAULT_WEB_SERVER, WEB_SERVERS
+
+    server = WEB_SERVERS[os.environ.get("CLOUDPIVOT_WEB_SERVER") or DEFAULT_WEB_SERVER]
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
@@ -102,7 +106,7 @@ def start_daphnes(*, port: int, env: dict[str, str], log: Path, processes: int) 
     fd = listener.fileno()
     started = [
         subprocess.Popen(
-            [sys.executable, "-m", "daphne", "--fd", str(fd), "cloudpivot.asgi:application"],
+            [sys.executable, "-m", *server, "--fd", str(fd), "cloudpivot.asgi:application"],
             env=env,
             cwd=BASE_DIR,
             stdout=log.open("ab"),

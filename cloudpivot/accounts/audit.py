@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from cloudpivot.accounts.models import AuditEntry
@@ -21,21 +22,51 @@ NOT_AUDITED_PREFIXES = ("/runner/", "/static/")
 
 
 class AuditMiddleware:
+    """Sync- and async-capable: under ASGI a read passes through without a thread hop; a write is
+    recorded in a thread after the view answered (the user may be a lazy object that needs the database)."""
+
+    sync_capable = True
+    async_capable = True
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if self.is_async:
+            return self._acall(request)
         response = self.get_response(request)
-        if (
-            request.method not in SAFE_METHODS
-            and not request.path.startswith(NOT_AUDITED_PREFIXES)
-            and _authenticated(request)
-        ):
-            try:
-                audit_record(request, response)
-            except Exception:  # the audit must never turn a done action into an error
-                logger.exception("could not record the audit entry for %s %s", request.method, request.path)
+        if _audited(request):
+            _record(request, response)
         return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        response = await self.get_response(request)
+        if request.method not in SAFE_METHODS and not request.path.startswith(NOT_AUDITED_PREFIXES):
+            await sync_to_async(_record_if_audited)(request, response)
+        return response
+
+
+def _audited(request: HttpRequest) -> bool:
+    return (
+        request.method not in SAFE_METHODS
+        and not request.path.startswith(NOT_AUDITED_PREFIXES)
+        and _authenticated(request)
+    )
+
+
+def _record_if_audited(request: HttpRequest, response: HttpResponse) -> None:
+    if _authenticated(request):
+        _record(request, response)
+
+
+def _record(request: HttpRequest, response: HttpResponse) -> None:
+    try:
+        audit_record(request, response)
+    except Exception:  # the audit must never turn a done action into an error
+        logger.exception("could not record the audit entry for %s %s", request.method, request.path)
 
 
 def _authenticated(request: HttpRequest) -> bool:

@@ -92,6 +92,18 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "cloudpivot.accounts.audit.AuditMiddleware",
 ]
+# Shorter stacks for callers that carry their own credential (cloudpivot/handlers.py chooses by path):
+# the Runner API and /healthz (host agents, VM Runners, probes) need no cookies, pages or audit of reads;
+# the REST API with `Authorization: Bearer` needs no session, CSRF (no cookie to forge), messages, allauth
+# or htmx. Every member is async-capable, so a request hops to a thread only for its view.
+MACHINE_MIDDLEWARE = ["django.middleware.security.SecurityMiddleware"]
+TOKEN_API_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "cloudpivot.security.ContentSecurityPolicyMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "cloudpivot.accounts.audit.AuditMiddleware",
+]
 
 # Scripts, styles, images and connections (websockets included) only from this server; never framed.
 CONTENT_SECURITY_POLICY = env.str(

@@ -7,19 +7,23 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from cloudpivot import realtime
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.selectors import project_for_submission
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from clusters.selectors import connection_for_user
 from clusters.task_checks import task_spec_check
 from tasks import dispatch
-from tasks.models import Task
-from tasks.services.lifecycle import event_append
+from tasks.models import Task, TaskEvent
 from tasks.specs import spec_normalize
 
 
 def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str = "") -> tuple[Task, bool]:
     """Create a PENDING task and ask for prompt admission. Returns (task, created).
+
+    The hot path of the REST API, kept to reads that check the request and one short write
+    transaction (two INSERTs: the task with last_event_seq=1 and its `submitted` event), so that
+    on SQLite the one write lock is held as briefly as it can be.
 
     The same Idempotency-Key with the same document returns the first task; with another
     document it is a Conflict. The key's scope is the user, whichever token they use.
@@ -36,7 +40,7 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
     quotas.check_can_ever_fit(project=project, connection_id=connection.pk, footprint=quotas.task_footprint(spec))
     spec["project"] = project.slug
     try:
-        with transaction.atomic():
+        with transaction.atomic():  # one write transaction: the task, born with its first event
             task = Task.objects.create(
                 project=project,
                 owner=user,
@@ -49,13 +53,16 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
                 idempotency_key=idempotency_key,
                 retry_limit=spec["retry_limit"],
                 timeout_seconds=spec["timeout_seconds"],
+                last_event_seq=1,
             )
-            event_append(
+            TaskEvent.objects.create(
                 task=task,
+                seq=1,
                 type="submitted",
                 message=f"submitted by {user} to {connection.cloud_id}",
                 data={"cloud": connection.cloud_id, "project": project.slug},
             )
+            realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=1)
             transaction.on_commit(dispatch.enqueue_admission)
     except IntegrityError:
         existing = _task_for_key(user=user, key=idempotency_key, digest=digest) if idempotency_key else None

@@ -96,14 +96,14 @@ def test_several_web_processes_are_refused_without_the_shared_channel_layer(tmp_
 
 
 def test_several_web_processes_accept_on_one_port(tmp_path):
-    """Each Daphne alone answers while the other is frozen (SIGSTOP): both accept on the shared socket."""
+    """Each web process alone answers while the other is frozen (SIGSTOP): both accept on the shared socket."""
     redis_url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     process, port = serve(tmp_path, "--web-processes", "2", REDIS_URL=redis_url)
     try:
-        assert "  2 web processes share the port\n" in read_until(process, "  api token:")
-        daphnes = [pid for pid in _children(process.pid) if b"daphne" in _cmdline(pid)]
-        assert len(daphnes) == 2, daphnes
-        for frozen in daphnes:
+        assert "  2 web processes (uvicorn) on the port\n" in read_until(process, "  api token:")
+        web = [pid for pid in _children(process.pid) if b"cloudpivot.webserver" in _cmdline(pid)]
+        assert len(web) == 2, web
+        for frozen in web:
             os.kill(frozen, signal.SIGSTOP)
             try:
                 for _ in range(5):

@@ -17,6 +17,7 @@ from cloudpivot.accounts.models import Membership, Project, Role
 from cloudpivot.accounts.services import api_token_create
 from clusters.models import CloudConnection
 from tests import builders
+from tests.stack_client import routed
 
 
 @pytest.fixture
@@ -48,10 +49,10 @@ def world(db, tmp_path):
 
 @pytest.fixture
 def api(world):
-    """api("alice") → an APIClient authenticated with alice's bearer token."""
+    """api("alice") → an APIClient authenticated with alice's bearer token, through the stack servers choose."""
 
     def client_for(name: str | None) -> APIClient:
-        client = APIClient()
+        client = routed(APIClient())
         if name:
             client.credentials(HTTP_AUTHORIZATION=f"Bearer {world.tokens[name]}")
         return client
@@ -64,7 +65,7 @@ def pages(world):
     """pages("bob") → a test Client logged in as bob (None: anonymous)."""
 
     def client_for(name: str | None) -> Client:
-        client = Client()
+        client = routed(Client())
         if name:
             client.force_login(getattr(world, name))
         return client

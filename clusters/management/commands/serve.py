@@ -1,4 +1,5 @@
-"""`manage.py serve`: the whole embedded CloudPivot in one command: Daphne (web, API, Runner API) and the qcluster.
+"""`manage.py serve`: the whole embedded CloudPivot in one command: the web server (pages, API, Runner API,
+websockets; uvicorn, or Daphne with --server daphne) and the qcluster.
 
 With --bootstrap it first migrates, collects static files, creates the demo data and the
 schedules, and prints the URL, the login and a fresh API token once the server answers.
@@ -9,8 +10,8 @@ task does not wait for it, and programs that ran on while CloudPivot was down ar
 reported at once), and stops the agent on Ctrl-C. Programs the agent started keep running: each has
 its own supervisor in its own session, and the next agent re-attaches to them (docs/runner.md).
 
---web-processes N runs N Daphne processes that accept on one listening socket this command
-opens (Daphne's --fd): one Daphne is one Python process, so this is how the web side uses
+--web-processes N runs N web processes that accept on one listening socket this command
+opens (--fd): one process is one Python interpreter, so this is how the web side uses
 more than one core. Several need the shared (Redis) channel layer: with the in-process
 layer a websocket would not hear what another web process rings.
 """
@@ -31,9 +32,17 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusters.backends.local import agent_stop
 
+# The ASGI servers a web process may run (`python -m <these> --fd N cloudpivot.asgi:application`).
+# Both serve HTTP and websockets; uvicorn is the default for what it costs per request (docs/decisions.md).
+WEB_SERVERS = {
+    "daphne": ["daphne"],
+    "uvicorn": ["cloudpivot.webserver"],  # uvicorn with uvloop and httptools, TCP_NODELAY kept (see there)
+}
+DEFAULT_WEB_SERVER = "uvicorn"
+
 
 class Command(BaseCommand):
-    help = "Run the web server (Daphne) and the background workers (qcluster) together."
+    help = "Run the web server (uvicorn or Daphne) and the background workers (qcluster) together."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -42,7 +51,13 @@ class Command(BaseCommand):
             "--web-processes",
             type=int,
             default=int(os.environ.get("CLOUDPIVOT_WEB_PROCESSES", "1")),
-            help="Daphne processes sharing the port (more than 1 needs REDIS_URL).",
+            help="Web processes sharing the port (more than 1 needs REDIS_URL).",
+        )
+        parser.add_argument(
+            "--server",
+            choices=sorted(WEB_SERVERS),
+            default=os.environ.get("CLOUDPIVOT_WEB_SERVER", DEFAULT_WEB_SERVER),
+            help="The ASGI server of the web processes (docs/decisions.md: the request path).",
         )
         parser.add_argument(
             "--bootstrap",
@@ -50,19 +65,19 @@ class Command(BaseCommand):
             help="Migrate, collect static files, create demo data and print how to log in.",
         )
 
-    def handle(self, *args, host: str, port: int, web_processes: int, bootstrap: bool, **options):
+    def handle(self, *args, host: str, port: int, web_processes: int, server: str, bootstrap: bool, **options):
         _check_web_processes(web_processes)
         listener = _listen(host, port)
         banner = self._bootstrap() if bootstrap else []
         env = os.environ | {"PORT": str(port), "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         fd = listener.fileno()
-        daphne = [sys.executable, "-m", "daphne", "--fd", str(fd), "cloudpivot.asgi:application"]
+        web = [sys.executable, "-m", *WEB_SERVERS[server], "--fd", str(fd), "cloudpivot.asgi:application"]
         processes = [
-            *(subprocess.Popen(daphne, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)) for _ in range(web_processes)),
+            *(subprocess.Popen(web, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)) for _ in range(web_processes)),
             subprocess.Popen([*manage, "qcluster"], env=env, cwd=settings.BASE_DIR),
         ]
-        listener.close()  # the Daphnes hold it now
+        listener.close()  # the web processes hold it now
         stop = {"now": False}
 
         def request_stop(signum, frame):
@@ -76,8 +91,8 @@ class Command(BaseCommand):
             self._wait_until_up(url, processes, stop)
             agents = _start_host_agents(host, port)
             self.stdout.write("\nCloudPivot is running: " + url)
-            if web_processes > 1:
-                self.stdout.write(f"  {web_processes} web processes share the port")
+            plural = "es" if web_processes > 1 else ""
+            self.stdout.write(f"  {web_processes} web process{plural} ({server}) on the port")
             for line in banner:
                 self.stdout.write("  " + line)
             self.stdout.write(f"  API docs: {url}api/docs/   Ctrl-C stops the web server and the workers.\n")
@@ -154,7 +169,7 @@ def _check_web_processes(count: int) -> None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """The one listening socket every Daphne accepts on; opening it here also says at once if the port is taken."""
+    """The one listening socket every web process accepts on; opening it here also says at once if the port is taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Daphne does: TIME_WAIT is no obstacle
@@ -171,4 +186,4 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _name(process: subprocess.Popen) -> str:
-    return "daphne" if process.args[1:3] == ["-m", "daphne"] else process.args[-1]
+    return process.args[2] if process.args[1] == "-m" else process.args[-1]
