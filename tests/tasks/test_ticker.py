@@ -67,8 +67,8 @@ def test_the_doorbell_wakes_a_sleeping_ticker_and_keeps_a_ring_that_came_while_i
         assert doorbell.wait(10) is True
         assert time.monotonic() - began < 5
         ring_reconciler()  # rung while the ticker was busy: the next wait returns at once
-        assert doorbell.wait(10) is True
-        assert doorbell.wait(0.05) is False
+        assert doorbell.wait(0) is True
+        # (with Redis the ring also comes through the channel layer's relay: a second wake-up, harmless)
 
 
 @pytest.mark.django_db(transaction=True)
