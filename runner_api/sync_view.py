@@ -38,9 +38,13 @@ async def sync(request: HttpRequest) -> JsonResponse:
     if refusal := request_size_refusal(request):
         return refusal
     try:
-        body = json.loads(request.body or b"null")
+        # read(), not .body: the size was checked above against the Runner API's own limit, which is larger
+        # than DATA_UPLOAD_MAX_MEMORY_SIZE (a busy agent's sync carries up to 4 MiB of log bytes).
+        body = json.loads(request.read() or b"null")
     except ValueError as exc:
         return _error(400, "parse_error", f"the body is not JSON: {exc}")
+    except RecursionError:
+        return _error(400, "parse_error", "the body is JSON nested too deeply")
     serializer = SyncInputSerializer(data=body if isinstance(body, dict) else {})
     try:
         serializer.is_valid(raise_exception=True)

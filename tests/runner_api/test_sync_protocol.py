@@ -190,3 +190,24 @@ def test_bad_input_gets_400_with_the_field_at_fault(agent):
     assert wrong.status_code == 400 and wrong.json()["errors"][0]["field"] == "protocol"
     assert agent.post("/runner/v2/sync", "not json", content_type="application/json").status_code == 400
     assert agent.get("/runner/v2/sync").status_code == 405
+
+
+def test_json_nested_beyond_what_python_parses_is_a_400_not_a_500(agent):
+    body = b'{"attempts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    response = agent.generic("POST", "/runner/v2/sync", body, content_type="application/json")
+    assert response.status_code == 400 and response.json()["code"] == "parse_error"
+
+
+def test_a_busy_agents_sync_larger_than_djangos_form_limit_is_applied(agent, world, settings):
+    """The Runner API has its own size limit (413 above it); Django's 2.5 MiB form-data cap must not cut in first."""
+    attempt = admitted(world, command=["echo", "hi"])
+    assert sync(agent).status_code == 200  # handed out
+    piece = b"x" * (1024 * 1024)  # the largest chunk; three of them
+    logs = [chunk("stdout", n * len(piece), piece) for n in range(3)]
+    data = piece * 3
+    assert len(base64.b64encode(data)) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    report = {"attempt": attempt.external_name, "events": [], "logs": logs}
+    response = sync(agent, known=[attempt.external_name], attempts=[report])
+    assert response.status_code == 200, response.content[:300]
+    attempt.refresh_from_db()
+    assert attempt.log_stdout_bytes == len(data)
