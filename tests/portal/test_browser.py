@@ -187,5 +187,5 @@ def test_the_cloud_page_charts_sampled_figures(open_page, live, world):
     assert len(points) == 3
     box = waiting.locator("svg").bounding_box()
     assert box and box["width"] > 200 and box["height"] > 50  # drawn at a readable size
-    assert page.locator("figure.chart").count() >= 3  # active tasks, waiting tasks, this host's memory …
+    assert page.locator("figure.chart").count() >= 2  # active and waiting tasks (node charts are for admins)
     screenshot(page, "cloud-metrics", full_page=True)
