@@ -49,7 +49,10 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
         {
             "permission_denied": _error(
                 "permission_denied", "your role in alpha is reader; submitting needs submitter or admin"
-            )
+            ),
+            "admins_only": _error(
+                "admins_only", "the nodes of the k3s cloud are cloud-wide: only administrators see them"
+            ),
         },
     ),
     404: (
@@ -102,7 +105,8 @@ WRITE_ERRORS: list[tuple[str, str, tuple[int, ...]]] = [
     ("POST", r"^/api/v1/snapshots/\{id\}/restore/$", (403, 409, 422, 502, 503)),
     ("DELETE", r"^/api/v1/snapshots/\{id\}/$", (403, 409)),
     ("POST", r"^/api/v1/webhooks/$", (403,)),
-    ("GET", r"^/api/v1/clouds/\{cloud_id\}/(resources/\{kind\}|metrics|capabilities)/$", (502, 503)),
+    ("GET", r"^/api/v1/clouds/\{cloud_id\}/(resources/\{kind\}|metrics)/$", (403, 502, 503)),
+    ("GET", r"^/api/v1/clouds/\{cloud_id\}/capabilities/$", (502, 503)),
 ]
 
 
