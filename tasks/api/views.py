@@ -69,9 +69,10 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             return selectors.tasks_for_list(user=self.request.user)
         return selectors.tasks_visible_to(user=self.request.user)
 
+    # The visible tasks, newest first, a cursor page at a time. Rows are dicts written out by TaskListSerializer
+    # (documented as TaskSerializer: the same shape), queue places in one query per page. A comment, not a
+    # docstring: drf-spectacular would publish a docstring as the operation's description.
     def list(self, request: Request, *args, **kwargs) -> Response:
-        """The visible tasks, newest first, a cursor page at a time. Rows are dicts written out by
-        TaskListSerializer (documented as TaskSerializer: the same shape), queue places in one query per page."""
         rows = list(self.paginate_queryset(self.filter_queryset(self.get_queryset())))
         context = {
             "url_prefix": request.build_absolute_uri("/api/v1/tasks/"),
