@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http.request import RawPostDataException
+from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
@@ -77,6 +78,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
         context = {
             "url_prefix": request.build_absolute_uri("/api/v1/tasks/"),
             "queue_positions": selectors.queue_positions(rows=rows),
+            "timezone": timezone.get_current_timezone(),
         }
         return self.get_paginated_response(TaskListSerializer(rows, many=True, context=context).data)
 
