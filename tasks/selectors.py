@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import models
-from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, When
-from django.db.models.functions import Coalesce
+from django.db import connection, models
+from django.db.models import F, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from cloudpivot.accounts.models import Membership, Role
 from cloudpivot.accounts.quotas import Footprint, task_footprint
@@ -31,8 +32,10 @@ def tasks_visible_to(*, user: AbstractBaseUser) -> QuerySet[Task]:
     return tasks.filter(project_id__in=project_ids)
 
 
-# What a list row shows (tasks/api/serializers.py TaskSerializer): the original document (`spec`) and the
-# related rows' other columns (a user's password hash, a connection's options) are not read for a list.
+# What a list row shows (tasks/api/serializers.py TaskListSerializer, the same shape as TaskSerializer): the
+# original document (`spec`) and the related rows' other columns (a user's password hash, a connection's
+# options) are not read for a list. Plain dicts (`.values()`), not model instances: building 50 Task objects
+# and walking DRF's per-field machinery was most of a list request's CPU.
 LIST_COLUMNS = (
     "id", "name", "state", "state_reason", "state_changed_at", "backend", "normalized", "spec_sha256",
     "retry_limit", "timeout_seconds", "attempts_count", "failed_attempts", "exit_code", "result",
@@ -41,23 +44,41 @@ LIST_COLUMNS = (
 )  # fmt: skip
 
 
-def tasks_for_list(*, user: AbstractBaseUser) -> QuerySet[Task]:
-    """The visible tasks with only the columns a list shows, and each PENDING one's queue position computed by
-    the same query (`queue_position_value`), not by one COUNT per row."""
-    earlier = (
-        Task.objects.filter(connection_id=OuterRef("connection_id"), state="PENDING")
-        .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id")))
+def tasks_for_list(*, user: AbstractBaseUser) -> QuerySet:
+    """The visible tasks as dicts of the columns a list shows. Queue places are added per page afterwards
+    (`queue_positions`), so the filtered, ordered query stays a plain index walk."""
+    return tasks_visible_to(user=user).values(*LIST_COLUMNS)
+
+
+def queue_positions(*, rows: list[dict[str, Any]]) -> dict[uuid.UUID, int]:
+    """Queue place of each PENDING row of a page (task id → 1 for the next one of its connection, 2 …), in one
+    window query over the waiting tasks of the page's connections, not one COUNT (or subquery) per row.
+
+    The window is numbered in an inner query and the page's ids picked in the outer one (a filter on the id
+    beside the window would number only the page's rows). Tasks created after the page's newest waiting row
+    cannot be ahead of it, so they are not numbered."""
+    waiting = [row for row in rows if row["state"] == "PENDING"]
+    if not waiting:
+        return {}
+    numbered = (
+        Task.objects.filter(
+            state="PENDING",
+            connection_id__in=sorted({row["connection_id"] for row in waiting}),
+            created_at__lte=max(row["created_at"] for row in waiting),
+        )
         .order_by()
-        .values("connection_id")
-        .annotate(ahead=Count("*"))
-        .values("ahead")
+        .annotate(place=Window(RowNumber(), partition_by=[F("connection_id")], order_by=[F("created_at"), F("id")]))
+        .values("id", "place")
     )
-    position = Case(
-        When(state="PENDING", then=Coalesce(Subquery(earlier), 0) + 1),
-        default=None,
-        output_field=models.IntegerField(),
-    )
-    return tasks_visible_to(user=user).only(*LIST_COLUMNS).annotate(queue_position_value=position)
+    inner, params = numbered.query.sql_with_params()
+    pk = Task._meta.pk
+    ids = [pk.get_db_prep_value(row["id"], connection) for row in waiting]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT numbered.id, numbered.place FROM ({inner}) numbered WHERE numbered.id IN ({', '.join(['%s'] * len(ids))})",  # noqa: E501, S608 - placeholders only
+            [*params, *ids],
+        )
+        return {uuid.UUID(str(task_id)): place for task_id, place in cursor.fetchall()}
 
 
 def task_get_for_user(*, user: AbstractBaseUser, task_id: Any) -> Task:
