@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from cloudpivot import realtime
@@ -200,12 +201,36 @@ class _Batch:
             TaskEvent.objects.bulk_create(self.events)
             task_events_bulk_created.send(sender=TaskEvent, events=self.events)
             tasks = {event.task_id: self.tasks[event.task_id] for event in self.events}
-            Task.objects.bulk_update(list(tasks.values()), ["last_event_seq"])
+            rows_update(Task, ["last_event_seq"], list(tasks.values()))
             for task in tasks.values():
                 realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=task.last_event_seq)
         if self.dirty:
-            Attempt.objects.bulk_update(list(self.dirty.values()), list(self.ATTEMPT_FIELDS))
+            rows_update(Attempt, list(self.ATTEMPT_FIELDS), list(self.dirty.values()))
         self.chunks, self.events, self.dirty = [], [], {}
+
+
+def rows_update(model: type[Model], fields: list[str], objects: list[Model]) -> None:
+    """Write `fields` of many rows in one `UPDATE … FROM (VALUES …)` (PostgreSQL; SQLite ≥ 3.33).
+
+    Django's bulk_update says the same with a CASE per field listing every row, built and resolved in
+    Python: ~40 ms of CPU for 50 attempts × 8 fields, more than the query itself.
+    """
+    meta = model._meta
+    quote = connection.ops.quote_name
+    columns = [meta.get_field(name) for name in fields]
+    params: list[Any] = []
+    for obj in objects:
+        params.append(meta.pk.get_db_prep_value(obj.pk, connection))
+        params += [column.get_db_prep_save(getattr(obj, column.attname), connection) for column in columns]
+    row = "(" + ", ".join(["%s"] * (len(columns) + 1)) + ")"
+    table = quote(meta.db_table)
+    sets = ", ".join(f"{quote(column.column)} = v.column{index + 2}" for index, column in enumerate(columns))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET {sets} FROM (VALUES {', '.join([row] * len(objects))}) AS v "
+            f"WHERE {table}.{quote(meta.pk.column)} = v.column1",
+            params,
+        )
 
 
 def _lock_order(attempt: Attempt | None) -> tuple[int, int]:
