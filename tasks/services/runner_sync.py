@@ -45,6 +45,20 @@ from tasks.services.runner_reports import (
 )
 
 HANDOUT_LIMIT = 100
+# What an answer and a heartbeat read of the attempts named (a report locks and reads its attempt whole): a
+# whole task row (its spec, a dozen dates) for each of 50 attempts was most of an empty sync's CPU.
+STANDING_FIELDS = (
+    "task_id",
+    "external_name",
+    "number",
+    "acked_seq",
+    "log_stdout_bytes",
+    "log_stderr_bytes",
+    "stop_requested_at",
+    "closed_at",
+    "task__state",
+    "task__attempts_count",
+)
 
 
 @dataclass
@@ -59,8 +73,10 @@ class SyncScope:
     def attempts(self, names: set[str]) -> dict[str, Attempt]:
         if self.attempt is not None:
             return {self.attempt.external_name: self.attempt} if self.attempt.external_name in names else {}
-        found = Attempt.objects.select_related("task").filter(
-            external_name__in=names, task__connection_id__in=self.connection_ids
+        found = (
+            Attempt.objects.select_related("task")
+            .filter(external_name__in=names, task__connection_id__in=self.connection_ids)
+            .only(*STANDING_FIELDS)
         )
         return {attempt.external_name: attempt for attempt in found}
 
