@@ -20,6 +20,7 @@ from django.utils import timezone
 from notifications.models import FeedEvent
 from resources.models import Operation
 from tasks.models import TaskEvent
+from tasks.services.runner_reports import task_events_bulk_created
 
 # How far back the scan looks for Operations that changed; the pump job runs every minute.
 OPERATION_LOOKBACK = dt.timedelta(hours=1)
@@ -27,22 +28,31 @@ OPERATION_LOOKBACK = dt.timedelta(hours=1)
 
 def connect() -> None:
     post_save.connect(task_event_saved, sender=TaskEvent, dispatch_uid="notifications.task_event")
+    task_events_bulk_created.connect(task_events_saved, sender=TaskEvent, dispatch_uid="notifications.task_events")
     post_save.connect(operation_saved, sender=Operation, dispatch_uid="notifications.operation")
 
 
 def task_event_saved(sender: Any, instance: TaskEvent, created: bool, raw: bool = False, **kwargs: Any) -> None:
     if not created or raw:
         return
-    task = instance.task
-    data = dict(instance.data or {})
-    FeedEvent.objects.create(
-        type=f"task.{instance.type}",
+    task_event_entry(instance).save()
+
+
+def task_events_saved(sender: Any, events: list[TaskEvent], **kwargs: Any) -> None:
+    """Events inserted in bulk (a Runner's batch of progress reports) send no post_save: one INSERT copies them."""
+    FeedEvent.objects.bulk_create([task_event_entry(event) for event in events])
+
+
+def task_event_entry(event: TaskEvent) -> FeedEvent:
+    task = event.task
+    return FeedEvent(
+        type=f"task.{event.type}",
         project_id=task.project_id,
         task_id=task.pk,
-        message=instance.message,
-        data={"task_seq": instance.seq, "task_state": task.state, **data},
-        occurred_at=instance.created_at,
-        source=f"task-event:{instance.pk}",
+        message=event.message,
+        data={"task_seq": event.seq, "task_state": task.state, **dict(event.data or {})},
+        occurred_at=event.created_at,
+        source=f"task-event:{event.pk}",
     )
 
 

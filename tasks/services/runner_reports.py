@@ -10,6 +10,7 @@ import signal as signals
 from typing import Any
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -25,6 +26,10 @@ from tasks.services.lifecycle import (
 )
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
+
+# Sent (sender=TaskEvent, events=[…]) inside the transaction after a bulk insert of task events, which sends no
+# post_save: whoever copies every event (the notifications feed) copies these too, in one query.
+task_events_bulk_created = Signal()
 
 
 def _refuse_if_closed(attempt: Attempt) -> None:
@@ -118,7 +123,7 @@ def runner_events_apply_locked(*, task: Task, attempt: Attempt, events: list[dic
     while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
         event = by_seq[attempt.acked_seq + 1]
         if event["type"] == "progress":
-            progress.append(_progress_event(task, attempt, event))
+            progress.append(runner_progress_event(task, attempt, event))
         else:
             _progress_save(task, progress)  # what came before is stored before what this event does
             _apply(task, attempt, event)
@@ -126,7 +131,7 @@ def runner_events_apply_locked(*, task: Task, attempt: Attempt, events: list[dic
     _progress_save(task, progress)
 
 
-def _progress_event(task: Task, attempt: Attempt, event: dict[str, Any]) -> TaskEvent:
+def runner_progress_event(task: Task, attempt: Attempt, event: dict[str, Any]) -> TaskEvent:
     """A progress report as the next public event of the locked task, in memory: a run of them is stored
     with one INSERT and one UPDATE of the task's seq counter (_progress_save), not two queries each."""
     data = event.get("data") or {}
@@ -144,6 +149,7 @@ def _progress_save(task: Task, progress: list[TaskEvent]) -> None:
     if not progress:
         return
     TaskEvent.objects.bulk_create(progress)
+    task_events_bulk_created.send(sender=TaskEvent, events=progress)
     Task.objects.filter(pk=task.pk).update(last_event_seq=task.last_event_seq)
     realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=task.last_event_seq)
     progress.clear()
@@ -164,7 +170,7 @@ def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
                 data={"attempt": attempt.number},
             )
     elif kind == "progress":
-        _progress_save(task, [_progress_event(task, attempt, event)])
+        _progress_save(task, [runner_progress_event(task, attempt, event)])
     elif kind == "result":
         task.result = {"summary": data.get("summary"), "refs": data.get("refs") or []}
         Task.objects.filter(pk=task.pk).update(result=task.result)

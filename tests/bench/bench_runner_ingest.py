@@ -314,11 +314,48 @@ def v2_in_process(agent: Agent, batches: int = 5) -> dict[str, float]:
             times.append(time.perf_counter() - started)
         queries.append(len(captured))
         events += agent.take(answer)[0]
+    if os.environ.get("BENCH_PROFILE"):  # the last batch's slowest queries
+        for query in sorted(captured.captured_queries, key=lambda q: -float(q["time"]))[:6]:
+            print(f"    {float(query['time']) * 1000:7.1f} ms  {query['sql'][:150]}")
     return {
         "ms_per_batch": 1000 * sorted(times)[len(times) // 2],
         "queries_per_batch": sorted(queries)[len(queries) // 2],
         "events_per_s": events / sum(times),
     }
+
+
+def server_cpu_seconds(process) -> float:
+    """CPU time (user + system) of the web server process and its children so far."""
+    import psutil
+
+    server = psutil.Process(process.pid)
+    total = 0.0
+    for each in [server, *server.children(recursive=True)]:
+        times = each.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def empty_sync_cost(live, agent: Agent, calls: int = 100) -> dict[str, float]:
+    """A heartbeat sync (the agent holds its attempts, reports nothing, no long-poll): the server's CPU per
+    call, measured on the Daphne process, and the queries it takes (in process)."""
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    from runner_api.sync_scope import sync_scope
+    from tasks.services.runner_sync import sync_apply
+
+    body = agent.body(with_reports=False)
+    helpers.api_call(live.url, "POST", "/runner/v2/sync", agent.token, body, timeout=60)  # warm
+    cpu, started = server_cpu_seconds(live.process), time.monotonic()
+    for _ in range(calls):
+        helpers.api_call(live.url, "POST", "/runner/v2/sync", agent.token, body, timeout=60)
+    elapsed = time.monotonic() - started
+    cpu = server_cpu_seconds(live.process) - cpu
+    with CaptureQueriesContext(db) as captured:
+        scope = sync_scope(authorization=f"Bearer {agent.token}", claimed_agent=agent.name)
+        sync_apply(scope=scope, agent=body["agent"], known=body["known"], reports=[])
+    return {"cpu_ms": 1000 * cpu / calls, "wall_ms": 1000 * elapsed / calls, "queries": len(captured)}
 
 
 def test_v2_batched_ingestion(live, world, tmp_path, monkeypatch):
@@ -345,6 +382,11 @@ def test_v2_batched_ingestion(live, world, tmp_path, monkeypatch):
     print(
         f"  apply side alone (in process, no HTTP): {alone['ms_per_batch']:.0f} ms and "
         f"{alone['queries_per_batch']} queries per batch = {alone['events_per_s']:,.0f} events/s"
+    )
+    empty = empty_sync_cost(live, agents[0])
+    print(
+        f"  an empty sync (heartbeat of {per_host} attempts, nothing to report): server CPU {empty['cpu_ms']:.1f} ms, "
+        f"wall {empty['wall_ms']:.1f} ms per call (sequential), {empty['queries']} queries in process"
     )
     for count in (1, hosts):
         got = v2_over_http(live.url, agents[:count], V2_SECONDS)
