@@ -73,7 +73,8 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
         return selectors.task_get_for_user(user=self.request.user, task_id=self.kwargs["pk"])
 
     def retrieve(self, request: Request, pk: str) -> Response:
-        """One task (TaskSerializer's shape, written by hand: the read is a hot path)."""
+        # TaskSerializer's shape, written by hand: the read is a hot path. (A comment, not a docstring:
+        # drf-spectacular would publish a docstring as the operation's description.)
         return Response(task_representation(self.get_object(), request))
 
     @extend_schema(
