@@ -7,8 +7,17 @@ class AccountsConfig(AppConfig):
     verbose_name = "Projects and access"
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import post_delete, post_save
+
         from cloudpivot.accounts import (  # noqa: F401 - registration on import
             checks,  # system checks for the login settings
             group_sync,  # the OIDC group map, applied on every provider login
             schema,  # the OpenAPI auth extension
         )
+        from cloudpivot.accounts.authentication import token_cache_clear
+        from cloudpivot.accounts.models import ApiToken
+
+        for model in (ApiToken, get_user_model()):  # a revoked token, a deactivated user: refused at once here
+            post_save.connect(token_cache_clear, sender=model, dispatch_uid=f"token-cache-{model._meta.label}")
+            post_delete.connect(token_cache_clear, sender=model, dispatch_uid=f"token-cache-del-{model._meta.label}")

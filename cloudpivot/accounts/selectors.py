@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Model, QuerySet
 
@@ -25,6 +27,19 @@ def project_role(*, user: AbstractBaseUser, project: Project) -> str | None:
 
 def role_at_least(role: str | None, needed: str) -> bool:
     return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
+
+
+def roles_at_least(needed: str) -> list[str]:
+    return [role for role, rank in ROLE_RANK.items() if rank >= ROLE_RANK[Role(needed)]]
+
+
+def projects_user_may_submit_to(*, user: AbstractBaseUser, connection_id: Any) -> QuerySet[Project]:
+    """The projects granted this connection in which the user is submitter or admin, in one query
+    (not a membership query per granted project: a submit without a `project` asks this)."""
+    granted = Project.objects.filter(connections=connection_id)
+    if user.is_superuser:
+        return granted
+    return granted.filter(memberships__user=user, memberships__role__in=roles_at_least(Role.SUBMITTER))
 
 
 def project_for_submission(*, user: AbstractBaseUser, connection: Model, slug: str | None) -> Project:
@@ -51,11 +66,7 @@ def project_for_submission(*, user: AbstractBaseUser, connection: Model, slug: s
                 errors=[{"field": "cloud", "message": f"project {slug} may not use cloud {cloud_id}"}],
             )
         return project
-    candidates = [
-        p
-        for p in Project.objects.filter(connections=connection.pk)
-        if role_at_least(project_role(user=user, project=p), Role.SUBMITTER)
-    ]
+    candidates = list(projects_user_may_submit_to(user=user, connection_id=connection.pk))
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:

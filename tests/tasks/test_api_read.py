@@ -148,3 +148,26 @@ def test_the_list_shows_each_waiting_tasks_queue_place_in_a_constant_number_of_q
     assert [t["queue_position"] for t in rows if t["name"].startswith("w")] == list(range(12, 0, -1))
     assert client.get("/api/v1/tasks?owner=bob&project=alpha&cloud=local").json()["results"][0]["name"] == "w11"
     assert client.get("/api/v1/tasks?owner=nobody").json()["results"] == []
+
+
+def test_a_read_and_a_submit_answer_exactly_what_the_task_serializer_gives(api, world):
+    """The one-task answers are written by hand for speed (task_representation); the shape is TaskSerializer's."""
+    from rest_framework.test import APIRequestFactory
+
+    from tasks.api.serializers import TaskSerializer
+    from tasks.selectors import task_get_for_user
+
+    ended = finished(world.bob, exit_code=3, name="ended")  # every date and the result set
+    submit(world.bob, name="first")  # so the next one waits at place 2
+    posted = api("bob").post("/api/v1/tasks", data=hello_spec(name="second", retry_limit=2), format="json")
+    assert posted.status_code == 201, posted.json()
+    task_id = posted.json()["id"]
+    for pk in (task_id, ended.pk):
+        read = api("alice").get(f"/api/v1/tasks/{pk}")
+        assert read.status_code == 200
+        request = APIRequestFactory().get(f"/api/v1/tasks/{pk}", HTTP_HOST="testserver")
+        expected = TaskSerializer(task_get_for_user(user=world.alice, task_id=pk), context={"request": request}).data
+        assert read.json() == dict(expected)
+        assert list(read.json()) == list(expected)  # the same keys in the same order
+    assert posted.json() == api("bob").get(f"/api/v1/tasks/{task_id}").json()
+    assert posted.json()["queue_position"] == 2

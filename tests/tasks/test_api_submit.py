@@ -158,6 +158,39 @@ def test_it_refuses_a_revoked_token(api, world):
     assert "revoked" in response.json()["message"]
 
 
+def test_a_token_used_a_moment_ago_is_refused_at_once_when_revoked_here(api, world):
+    """The token is cached for a second per process; a revocation in this process empties the cache."""
+    from cloudpivot.accounts.models import ApiToken
+    from cloudpivot.accounts.services import api_token_revoke
+
+    assert api("bob").get(URL).status_code == 200  # the token is now cached
+    api_token_revoke(token=ApiToken.objects.get(user=world.bob))
+    assert api("bob").get(URL).status_code == 401
+
+
+def test_a_revocation_made_elsewhere_takes_effect_within_the_cache_time(api, world, settings):
+    """Another process revokes (here: an UPDATE that sends no signal): refused once the cache time passed."""
+    import time
+
+    from django.utils import timezone
+
+    from cloudpivot.accounts.models import ApiToken
+
+    settings.API_TOKEN_CACHE_SECONDS = 0.5
+    assert api("bob").get(URL).status_code == 200
+    ApiToken.objects.filter(user=world.bob).update(revoked_at=timezone.now())
+    time.sleep(0.6)
+    response = api("bob").get(URL)
+    assert response.status_code == 401 and "revoked" in response.json()["message"]
+
+
+def test_a_deactivated_user_is_refused_at_once(api, world):
+    assert api("bob").get(URL).status_code == 200
+    world.bob.is_active = False
+    world.bob.save(update_fields=["is_active"])
+    assert api("bob").get(URL).status_code == 401
+
+
 def test_it_refuses_a_runner_credential_on_the_user_api(api, world):
     client = api(None)
     client.credentials(HTTP_AUTHORIZATION="Bearer cpr_abcdefghijklmnopqrstuvwxyz")
