@@ -63,7 +63,9 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
     except PermissionDenied as exc:
         raise DjangoPermissionDenied(exc.message) from None
     except ApplicationError as exc:
-        context = _list_context(request, form=form | {"event_types": " ".join(event_types)}, error=exc.message)
+        at_fault = {error.get("field") for error in exc.errors or []}
+        form |= {"event_types": " ".join(event_types)}
+        context = _list_context(request, form=form, error=exc.message, at_fault=at_fault)
         return render(request, "notifications/webhook_list.html", context, status=400)
     return render(request, "notifications/webhook_detail.html", _detail_context(endpoint, secret=secret), status=201)
 

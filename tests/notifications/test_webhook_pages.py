@@ -38,6 +38,7 @@ def test_a_refused_url_is_a_400_naming_the_reason(world, pages):
     response = pages("alice").post("/webhooks/new", {"project": "alpha", "url": "http://127.0.0.1:9/hooks"})
     assert response.status_code == 400
     assert b"WEBHOOK_ALLOW_PRIVATE_TARGETS" in response.content
+    assert b'name="url" type="text" inputmode="url" required aria-invalid="true"' in response.content  # the field
     assert not WebhookEndpoint.objects.exists()
 
 
