@@ -294,8 +294,8 @@ def endpoint_pause(*, endpoint: WebhookEndpoint, why: str) -> None:
         send_mail(
             f"[CloudPivot] webhook paused: {endpoint.url}",
             f"The webhook endpoint {endpoint.url} of project {endpoint.project.slug} was paused: {why}\n\n"
-            f"Deliveries wait. Fix the receiver, then resume it (PATCH /api/v1/webhooks/{endpoint.pk} "
-            '{"is_active": true}) and redeliver what failed.\n',
+            f"Deliveries wait. Fix the receiver, then resume it (the portal's /webhooks/{endpoint.pk}/ page, or "
+            f'PATCH /api/v1/webhooks/{endpoint.pk} {{"is_active": true}}) and redeliver what failed.\n',
             None,
             addresses,
         )
