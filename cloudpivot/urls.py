@@ -35,6 +35,7 @@ urlpatterns = [
     path("", include("tasks.urls")),
     path("clouds/", include("clusters.urls")),
     path("", include("resources.urls")),
+    path("", include("notifications.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(api_v1)),

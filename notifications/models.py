@@ -98,6 +98,8 @@ class WebhookDelivery(BaseModel):
     next_attempt_at = models.DateTimeField()
     last_status = models.PositiveIntegerField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # How long the last attempt took, from sending to the answer (or the failure), in milliseconds.
+    last_duration_ms = models.PositiveIntegerField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
 

@@ -128,6 +128,14 @@ def webhook_endpoint_create(
     return endpoint, secret
 
 
+def webhook_endpoint_update(*, endpoint: WebhookEndpoint, **fields) -> WebhookEndpoint:
+    """Pause or resume (`is_active`) or change `event_types`/`description`; the API and the portal both call it."""
+    for field, value in fields.items():
+        setattr(endpoint, field, value)
+    endpoint.save(update_fields=[*fields, "updated_at"])
+    return endpoint
+
+
 def webhook_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
     """A new secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS (24)."""
     hours = float(getattr(settings, "WEBHOOK_SECRET_OVERLAP_HOURS", 24))
@@ -241,10 +249,12 @@ def webhooks_deliver_due(*, limit: int = 50) -> int:
 
 def delivery_attempt(*, delivery_id) -> None:
     delivery = WebhookDelivery.objects.select_related("endpoint", "event__project").get(pk=delivery_id)
+    started = time.monotonic()
     status, error = _post(delivery.endpoint, delivery.webhook_id, payload(delivery.event))
     now = timezone.now()
     delivery.attempts += 1
     delivery.last_status = status
+    delivery.last_duration_ms = round((time.monotonic() - started) * 1000)
     delivery.last_attempt_at = now
     if status is not None and 200 <= status < 300:
         delivery.state = DeliveryState.SUCCEEDED
@@ -261,6 +271,7 @@ def delivery_attempt(*, delivery_id) -> None:
         update_fields=[
             "attempts",
             "last_status",
+            "last_duration_ms",
             "last_attempt_at",
             "state",
             "delivered_at",
@@ -283,8 +294,8 @@ def endpoint_pause(*, endpoint: WebhookEndpoint, why: str) -> None:
         send_mail(
             f"[CloudPivot] webhook paused: {endpoint.url}",
             f"The webhook endpoint {endpoint.url} of project {endpoint.project.slug} was paused: {why}\n\n"
-            f"Deliveries wait. Fix the receiver, then resume it (PATCH /api/v1/webhooks/{endpoint.pk} "
-            '{"is_active": true}) and redeliver what failed.\n',
+            f"Deliveries wait. Fix the receiver, then resume it (the portal's /webhooks/{endpoint.pk}/ page, or "
+            f'PATCH /api/v1/webhooks/{endpoint.pk} {{"is_active": true}}) and redeliver what failed.\n',
             None,
             addresses,
         )

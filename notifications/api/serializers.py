@@ -111,6 +111,7 @@ class WebhookDeliverySerializer(serializers.ModelSerializer):
             "state",
             "attempts",
             "last_status",
+            "last_duration_ms",
             "last_error",
             "last_attempt_at",
             "next_attempt_at",

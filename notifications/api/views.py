@@ -106,9 +106,7 @@ class WebhookEndpointViewSet(viewsets.GenericViewSet):
         endpoint = self.get_object()
         data = WebhookEndpointUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        for field, value in data.validated_data.items():
-            setattr(endpoint, field, value)
-        endpoint.save(update_fields=[*data.validated_data, "updated_at"])
+        webhooks.webhook_endpoint_update(endpoint=endpoint, **data.validated_data)
         return Response(WebhookEndpointSerializer(endpoint).data)
 
     def destroy(self, request: Request, pk: str) -> Response:

@@ -76,6 +76,8 @@ def test_it_delivers_each_transition_once_signed_and_again_after_the_receiver_wa
         (str(first.pk), e.data["to"]) for e in TaskEvent.objects.filter(task=first, type="state").order_by("seq")
     ]
     assert len({item["id"] for item in got}) == len(got)
+    delivered = api("alice").get(f"/api/v1/webhooks/{endpoint['id']}/deliveries?state=succeeded").json()
+    assert delivered and all(isinstance(row["last_duration_ms"], int) for row in delivered)  # the response time
 
     # the receiver is down: deliveries fail, are recorded, and wait with backoff
     second = builders.finished(world.bob, exit_code=3)
