@@ -16,3 +16,19 @@ def expected_lines(n: int) -> str:
 
 def state_changes(task: Task) -> list[str]:
     return list(task.events.filter(type="state").values_list("data__to", flat=True))
+
+
+def with_runner_host(world, tmp_path, monkeypatch):
+    """The usual world plus a `runner-host` connection whose tasks each run under a Runner process
+    (tests/runner_host.py: the one-Runner-per-attempt test backend)."""
+    from clusters.backends import BACKENDS
+    from clusters.models import CloudConnection
+
+    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    runs_dir = tmp_path / "runner-runs"
+    connection = CloudConnection.objects.create(
+        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(runs_dir)}
+    )
+    connection.projects.add(world.alpha)
+    world.runs_dir = runs_dir
+    return world

@@ -20,25 +20,14 @@ from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.builders import hello_spec as local_spec
-from tests.runner_api.support import LINES, expected_lines, state_changes
+from tests.runner_api.support import LINES, expected_lines, state_changes, with_runner_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def world(world, tmp_path, monkeypatch):
-    """The usual world plus a `runner-host` connection whose tasks each run under a Runner process."""
-    from clusters.backends import BACKENDS
-    from clusters.models import CloudConnection
-
-    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
-    runs_dir = tmp_path / "runner-runs"
-    connection = CloudConnection.objects.create(
-        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(runs_dir)}
-    )
-    connection.projects.add(world.alpha)
-    world.runs_dir = runs_dir
-    return world
+    return with_runner_host(world, tmp_path, monkeypatch)
 
 
 def hello_spec(**extra):

@@ -15,24 +15,14 @@ import pytest
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.builders import hello_spec as local_spec
+from tests.runner_api.support import with_runner_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def world(world, tmp_path, monkeypatch):
-    """The usual world plus a `runner-host` connection whose tasks each run under a Runner process."""
-    from clusters.backends import BACKENDS
-    from clusters.models import CloudConnection
-
-    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
-    runs_dir = tmp_path / "runner-runs"
-    connection = CloudConnection.objects.create(
-        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(runs_dir)}
-    )
-    connection.projects.add(world.alpha)
-    world.runs_dir = runs_dir
-    return world
+    return with_runner_host(world, tmp_path, monkeypatch)
 
 
 def test_a_runner_that_cannot_stay_up_is_relaunched_a_bounded_number_of_times_then_fails(server, world, settings):
