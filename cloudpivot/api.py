@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
@@ -56,9 +57,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ApplicationError):
         return Response(error_body(exc.code, exc.message, exc.errors) | exc.extra, status=exc.status)
     if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"the request body is too large: at most {limit} bytes are accepted"
         return Response(
-            error_body("invalid", "The request body is too large.", [{"field": "", "message": str(exc)}]),
-            status=status.HTTP_400_BAD_REQUEST,
+            error_body("request_too_large", message, [{"field": "", "message": message}]),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, Http404):  # DRF's get_object_or_404 (tokens, quotas): the same shape as ours
         exc = drf_exceptions.NotFound()

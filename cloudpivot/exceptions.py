@@ -28,6 +28,13 @@ class ApplicationError(Exception):
             self.code = code
 
 
+class RequestTooLarge(ApplicationError):
+    """A body over the API's size limit: refused by its length, before it is parsed."""
+
+    code = "request_too_large"
+    status = 413
+
+
 class InvalidSpec(ApplicationError):
     """The submitted document cannot be run; `errors` names each field at fault."""
 

@@ -7,7 +7,8 @@ The statuses come from where the API raises them (cloudpivot.api's handler over 
   objects get the same answer);
 - 403, 409, 422, 502 and 503 only on the operations listed in `WRITE_ERRORS` / `CLOUD_ERRORS`, which are
   those whose services raise them.
-The API has no request throttling (so no 429) and answers an oversized body with 400 `invalid`, not 413.
+- 413 wherever a body is read (a body over the size limit is refused before it is parsed).
+The API has no request throttling, so no 429.
 """
 
 from __future__ import annotations
@@ -85,6 +86,14 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
             "unsupported": _error("unsupported", "this cloud has no block storage: volumes cannot be purged"),
         },
     ),
+    413: (
+        "The body is over the size limit; nothing was read or stored.",
+        {
+            "request_too_large": _error(
+                "request_too_large", "the task document is 3145728 bytes; at most 1048576 are accepted"
+            )
+        },
+    ),
     502: (
         "The cloud refused the connection's credentials or permissions (an admin's matter).",
         {"cloud_refused": _error("cloud_refused", "the os-dev cloud refused the credentials while reading flavors")},
@@ -132,6 +141,8 @@ def _statuses_for(method: str, path: str, operation: dict[str, Any]) -> list[int
         found.add(404)
     if operation.get("requestBody") or any(p.get("in") == "query" for p in operation.get("parameters", [])):
         found.add(400)
+    if operation.get("requestBody"):
+        found.add(413)
     if any(p.get("name") == "cursor" for p in operation.get("parameters", [])):
         found.add(404)  # DRF's cursor pagination answers a cursor it did not write with 404 "Invalid cursor"
     if any(p.get("name") == "Idempotency-Key" for p in operation.get("parameters", [])):

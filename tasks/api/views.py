@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cloudpivot.api import idempotency_key
-from cloudpivot.exceptions import InvalidSpec
+from cloudpivot.exceptions import RequestTooLarge
 from cloudpivot.parsers import BoundedJSONParser, YAMLParser
 from tasks import selectors, services
 from tasks.api.serializers import (
@@ -117,7 +117,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
         except RawPostDataException:  # a cookie session's CSRF check parsed the body first (request.POST)
             size = int(request.META.get("CONTENT_LENGTH") or 0)
         if size > settings.SPEC_MAX_BYTES:
-            raise InvalidSpec(
+            raise RequestTooLarge(
                 f"the task document is {size} bytes; at most {settings.SPEC_MAX_BYTES} are accepted",
                 errors=[{"field": "", "message": f"request body too large ({size} bytes)"}],
             )

@@ -72,12 +72,21 @@ def test_it_rejects_malformed_json(api, world):
     assert Task.objects.count() == 0
 
 
-def test_it_rejects_a_2_mb_body(api, world):
+def test_it_rejects_a_2_mb_body_with_413(api, world):
     body = hello_spec(env={"BIG": "x" * (2 * 1024 * 1024)})
     response = post(api("bob"), body)
-    assert response.status_code == 400
+    assert response.status_code == 413
+    assert response.json()["code"] == "request_too_large"
     assert "too large" in response.json()["errors"][0]["message"]
     assert Task.objects.count() == 0
+
+
+def test_a_body_over_djangos_upload_limit_is_a_413_in_the_error_shape(api, world, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = api("bob").post("/api/v1/instances", {"name": "x" * 5000}, format="json")
+    assert response.status_code == 413, response.content[:200]
+    assert response.json()["code"] == "request_too_large"
+    assert "at most 1000 bytes" in response.json()["message"]
 
 
 def test_same_idempotency_key_and_body_give_the_same_task(api, world):
