@@ -38,9 +38,9 @@ def get(server, token: str | None = None) -> tuple[int, dict[str, str], str]:
         request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, dict(response.headers), response.read().decode()
+            return response.status, response.headers, response.read().decode()
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode()
+        return exc.code, exc.headers, exc.read().decode()
 
 
 def values(text: str) -> dict[tuple[str, tuple], float]:
