@@ -176,15 +176,7 @@ class _Batch:
     def apply(self, attempt: Attempt, report: dict[str, Any]) -> None:
         """Logs first, then the progress events, in memory; `write` stores them."""
         task = attempt.task
-        for piece in report["logs"]:
-            log_append_locked(
-                task=task,
-                attempt=attempt,
-                stream=piece["stream"],
-                offset=piece["offset"],
-                data=piece["data"],
-                chunks=self.chunks,
-            )
+        _logs_append(attempt, report["logs"], self.chunks)
         by_seq = {event["seq"]: event for event in report["events"]}
         while attempt.acked_seq + 1 in by_seq:
             self.events.append(runner_progress_event(task, attempt, by_seq[attempt.acked_seq + 1]))
@@ -307,15 +299,7 @@ def _apply_report(attempt: Attempt, report: dict[str, Any], chunks: list[LogChun
 
     The attempt and its task are locked (by the batch) and open."""
     task = attempt.task
-    for piece in report["logs"]:
-        log_append_locked(
-            task=task,
-            attempt=attempt,
-            stream=piece["stream"],
-            offset=piece["offset"],
-            data=piece["data"],
-            chunks=chunks,
-        )
+    _logs_append(attempt, report["logs"], chunks)
     runner_events_apply_locked(task=task, attempt=attempt, events=report["events"])
     extra = {"usage": report["usage"]} if report.get("usage") else {}
     log_counters_save(attempt, acked_seq=attempt.acked_seq, last_heartbeat_at=timezone.now(), **extra)
@@ -407,3 +391,16 @@ def _record_handout(task: Any, attempt: Attempt, scope: SyncScope) -> None:
         reason=f"handed to the host agent {scope.agent_name}",
         data={"attempt": attempt.number, "external_ref": attempt.external_ref},
     )
+
+
+def _logs_append(attempt: Attempt, pieces: list[dict[str, Any]], chunks: list[LogChunk]) -> None:
+    """A report's log pieces, each at its stream's offset exactly once (the chunks are inserted by the caller)."""
+    for piece in pieces:
+        log_append_locked(
+            task=attempt.task,
+            attempt=attempt,
+            stream=piece["stream"],
+            offset=piece["offset"],
+            data=piece["data"],
+            chunks=chunks,
+        )
