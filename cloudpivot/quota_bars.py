@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
 
-from cloudpivot.accounts.models import Quota
+from cloudpivot.accounts.models import Project, Quota
 from cloudpivot.accounts.selectors import projects_visible_to
 from resources.quotas import instance_usage
 from tasks.selectors import task_quota_usage
@@ -50,7 +51,16 @@ def _amount(value) -> str:
 
 def quota_cards(*, user: AbstractBaseUser) -> list[QuotaCard]:
     """One card per quota of a project the user sees, with a bar per limit that is set."""
-    rows = Quota.objects.filter(project__in=projects_visible_to(user=user)).select_related("project", "connection")
+    return _cards(Quota.objects.filter(project__in=projects_visible_to(user=user)))
+
+
+def project_quota_cards(*, project: Project) -> list[QuotaCard]:
+    """The project page's cards: each quota of this one project (the caller checked the user may see it)."""
+    return _cards(Quota.objects.filter(project=project))
+
+
+def _cards(quotas: QuerySet[Quota]) -> list[QuotaCard]:
+    rows = quotas.select_related("project", "connection")
     cards = []
     for quota in rows.order_by("project__slug", "connection__cloud_id"):
         scope = quota.connection.cloud_id if quota.connection_id else "all clouds"

@@ -36,6 +36,9 @@ urlpatterns = [
     path("clouds/", include("clusters.urls")),
     path("", include("resources.urls")),
     path("", include("notifications.urls")),
+    # Personal settings and project pages (tokens, email, members, quotas): their own block and module.
+    path("", include("cloudpivot.portal_urls")),
+    # (end of the settings and project pages block)
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(api_v1)),

@@ -1,0 +1,82 @@
+"""Personal settings: the user's API tokens (create with an optional expiry, shown once; list; revoke) and
+their email notifications. Tokens are made and revoked by the services the API calls
+(cloudpivot.accounts.services); the email preference is the notifications app's (the API's twin:
+/api/v1/email-preferences). SSH public keys will join this page once a model for them exists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from cloudpivot.accounts.models import ApiToken
+from cloudpivot.accounts.services import api_token_create, api_token_revoke
+from cloudpivot.exceptions import ApplicationError
+from cloudpivot.portal_forms import ApiTokenForm, EmailPreferenceForm
+from notifications.mail import preference
+
+
+def _context(request: HttpRequest, **forms: Any) -> dict[str, Any]:
+    return {
+        "tokens": ApiToken.objects.filter(user=request.user).order_by("-created_at"),
+        "token_form": forms.get("token_form") or ApiTokenForm(),
+        "email_form": forms.get("email_form") or EmailPreferenceForm(instance=preference(request.user)),
+        "new_token": forms.get("new_token"),
+    }
+
+
+@login_required
+@require_GET
+def settings_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "accounts/settings.html", _context(request))
+
+
+@login_required
+@require_POST
+@never_cache  # the answer holds the new token in clear: no cache may keep it
+def token_create(request: HttpRequest) -> HttpResponse:
+    """Answer the page itself with the token (no redirect: it is never stored, so it could not be shown after)."""
+    form = ApiTokenForm(request.POST)
+    if form.is_valid():
+        days = form.cleaned_data["expires_in_days"]
+        try:
+            token, plain = api_token_create(
+                user=request.user,
+                name=form.cleaned_data["name"],
+                expires_in=dt.timedelta(days=days) if days else None,
+            )
+        except ApplicationError as exc:
+            form.add_service_errors(exc)
+        else:
+            context = _context(request, new_token={"token": token, "plain": plain})
+            return render(request, "accounts/settings.html", context, status=201)
+    form.describe_errors()
+    return render(request, "accounts/settings.html", _context(request, token_form=form), status=400)
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=token_id, user=request.user)  # another user's token: 404
+    api_token_revoke(token=token)
+    messages.success(request, f"Token {token.name} ({token.hint}…) revoked: it is refused from now on.")
+    return redirect("accounts:settings")
+
+
+@login_required
+@require_POST
+def email_preferences_save(request: HttpRequest) -> HttpResponse:
+    form = EmailPreferenceForm(request.POST, instance=preference(request.user))
+    if not form.is_valid():
+        form.describe_errors()
+        return render(request, "accounts/settings.html", _context(request, email_form=form), status=400)
+    form.save()
+    messages.success(request, "Email notifications saved.")
+    return redirect("accounts:settings")

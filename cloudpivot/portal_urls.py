@@ -1,0 +1,22 @@
+"""Pages of the accounts side: personal settings (/settings/) and projects (/projects/).
+
+Project pages other work adds (secrets) go in their own block below, so each can change without the other.
+"""
+
+from django.urls import path
+
+from cloudpivot import personal_settings, project_pages
+
+app_name = "accounts"
+urlpatterns = [
+    # Personal settings: API tokens and email notifications.
+    path("settings/", personal_settings.settings_page, name="settings"),
+    path("settings/tokens/", personal_settings.token_create, name="token_create"),
+    path("settings/tokens/<int:token_id>/revoke", personal_settings.token_revoke, name="token_revoke"),
+    path("settings/notifications", personal_settings.email_preferences_save, name="email_preferences"),
+    # Projects: members and roles, quotas with use, links to webhooks.
+    path("projects/", project_pages.project_list, name="project_list"),
+    path("projects/<slug:slug>/", project_pages.project_detail, name="project_detail"),
+    path("projects/<slug:slug>/members/", project_pages.member_add, name="member_add"),
+    path("projects/<slug:slug>/members/<int:membership_id>/", project_pages.member_act, name="member_act"),
+]
