@@ -57,7 +57,8 @@ def open_page(browser, live, world):
         context.close()
 
 
-def screenshot(page, name: str, full_page: bool = False) -> None:
+def screenshot(page, name: str, full_page: bool = False, mask: list | None = None) -> None:
+    """`mask`: locators painted over (a secret the page shows once stays out of the docs)."""
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=full_page)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=full_page, mask=mask or [])
