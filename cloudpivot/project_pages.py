@@ -28,7 +28,7 @@ from cloudpivot.accounts.services import (
 )
 from cloudpivot.exceptions import ApplicationError, PermissionDenied
 from cloudpivot.portal_forms import MemberAddForm
-from cloudpivot.quota_bars import project_quota_cards
+from cloudpivot.quota_bars import project_quota_cards, project_usage_card
 from notifications.models import WebhookEndpoint
 
 
@@ -53,7 +53,7 @@ def _detail_context(request: HttpRequest, project: Project, **extra: Any) -> dic
         "roles": Role.choices,
         "memberships": memberships,
         "add_form": extra.pop("add_form", None) or MemberAddForm(),
-        "quota_cards": project_quota_cards(project=project),
+        "quota_cards": project_quota_cards(project=project) or [project_usage_card(project=project)],
         "clouds": project.connections.order_by("cloud_id").values_list("cloud_id", flat=True),
         # Only a project's admins see its webhooks (notifications.webhooks): others get no count.
         "webhooks": WebhookEndpoint.objects.filter(project=project).count() if is_admin else None,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from cloudpivot.accounts.models import Project, Quota
 from cloudpivot.accounts.selectors import projects_visible_to
@@ -29,13 +29,16 @@ BARS = [
 ]
 
 
+LIMIT_FIELDS = [limit_field for _, limit_field, *_ in BARS]
+
+
 @dataclass
 class QuotaBar:
     label: str
     used: str
     limit: str
     unit: str
-    percent: int  # of the limit in use, 0–100 (a limit of 0 counts as full)
+    percent: int  # of the limit in use, 0–100 (a limit of 0 counts as full); 0 when there is no limit
 
 
 @dataclass
@@ -43,6 +46,7 @@ class QuotaCard:
     project: str
     scope: str  # "all clouds" or the cloud id
     bars: list[QuotaBar] = field(default_factory=list)
+    limited: bool = True  # False: a project with no limit set, its use shown without bars
 
 
 def _amount(value) -> str:
@@ -83,3 +87,37 @@ def _cards(quotas: QuerySet[Quota]) -> list[QuotaCard]:
         if card.bars:
             cards.append(card)
     return cards
+
+
+# What a project without limits shows: the same amounts, from the same counters, with no bar.
+USAGE_ROWS = [
+    ("Tasks", "tasks", ("tasks",), ""),
+    ("vCPU (tasks and instances)", "both", ("vcpu", "vcpus"), ""),
+    ("Memory (tasks and instances)", "both", ("memory_mb", "memory_mb"), "MB"),
+    ("GPUs", "tasks", ("gpus",), ""),
+    ("Instances", "instances", ("instances",), ""),
+]
+
+
+def usage_cards(*, user: AbstractBaseUser) -> list[QuotaCard]:
+    """The dashboard's cards for the user's own projects that have no limit set: what each holds now.
+
+    Without them a project with no quota showed nothing at all ("No quotas set"), however much it used.
+    Only the user's memberships count (platform staff see every project, which would be a query pair each).
+    """
+    limited = Quota.objects.filter(project=OuterRef("pk")).exclude(**dict.fromkeys(LIMIT_FIELDS)).values("pk")
+    projects = Project.objects.filter(memberships__user=user).exclude(Exists(limited)).order_by("slug")
+    return [project_usage_card(project=project) for project in projects]
+
+
+def project_usage_card(*, project: Project) -> QuotaCard:
+    use = {
+        "tasks": task_quota_usage(project_id=project.pk, connection_id=None),
+        "instances": instance_usage(project_id=project.pk, connection_id=None),
+    }
+    card = QuotaCard(project=project.slug, scope="all clouds", limited=False)
+    for label, kind, amount_fields, unit in USAGE_ROWS:
+        holders = ("tasks", "instances") if kind == "both" else (kind,)
+        used = sum((Decimal(str(getattr(use[h], f))) for h, f in zip(holders, amount_fields, strict=True)), Decimal(0))
+        card.bars.append(QuotaBar(label, _amount(used), "", unit, 0))
+    return card

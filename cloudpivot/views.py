@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from cloudpivot.quota_bars import quota_cards
+from cloudpivot.quota_bars import quota_cards, usage_cards
 from tasks.portal import connections_with_load, dashboard_tasks
 
 
@@ -22,4 +22,5 @@ def home(request: HttpRequest) -> HttpResponse:
     # A provider's first login creates the user in no project: say so instead of an empty dashboard.
     context["no_project"] = not request.user.is_superuser and not request.user.memberships.exists()
     context["quotas"] = quota_cards(user=request.user)
+    context["usage"] = usage_cards(user=request.user)  # the user's projects with no limit: their use all the same
     return render(request, "home.html", context)

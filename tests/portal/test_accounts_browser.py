@@ -50,6 +50,16 @@ def test_a_token_made_on_the_settings_page_works_against_the_api_until_revoked(o
     expect(page.locator("tr", has_text="laptop cli").locator("[data-token-state]")).to_have_text("revoked")
     assert httpx.get(f"{live.url}/api/v1/projects", headers=headers, timeout=30).status_code == 401
 
+    page.goto("/")  # alpha has no limit set: the dashboard shows what it holds all the same, and links to it
+    usage = page.locator('[data-quota="alpha:all clouds"][data-unlimited]')
+    expect(usage).to_contain_text("no limits set")
+    expect(usage.get_by_label("alpha Tasks: 0 in use, no limit")).to_have_text("0 in use")
+    screenshot(page, "dashboard-usage")
+    usage.get_by_role("link", name="alpha").click()
+    page.wait_for_url(re.compile(r"/projects/alpha/$"))
+    expect(page.locator("#quotas")).to_contain_text("No quotas set")
+
+    page.goto("/settings/")
     page.get_by_label("Email me", exact=True).select_option("failures")
     page.get_by_role("button", name="Save notifications").click()
     expect(page.locator(".message.success")).to_have_text("Email notifications saved.")

@@ -200,9 +200,13 @@ def test_the_page_shows_the_projects_quotas_with_use(pages, world):
     assert [(c.project, [b.label for b in c.bars]) for c in beta] == [("beta", ["Tasks"])]
 
 
-def test_a_project_without_quotas_says_so(pages, world):
+def test_a_project_without_quotas_says_so_and_shows_its_use(pages, world):
+    running(world.bob, resources={"cpu": 2, "memory_mb": 256})
     response = pages("bob").get("/projects/alpha/")
-    assert response.context["quota_cards"] == [] and b"No quotas set" in response.content
+    [card] = response.context["quota_cards"]
+    assert not card.limited and b"No quotas set" in response.content
+    assert {b.label: b.used for b in card.bars}["vCPU (tasks and instances)"] == "2"
+    assert b'aria-label="alpha Memory (tasks and instances): 256 MB in use, no limit"' in response.content
 
 
 def test_admins_see_the_webhook_count_and_link(pages, world, settings):

@@ -50,3 +50,31 @@ def test_a_quota_with_no_limit_set_makes_no_card(pages, world):
     Quota.objects.create(project=world.alpha, snapshot_retention_days=7)
     response = pages("bob").get("/")
     assert response.context["quotas"] == [] and b"No quotas set for your projects" in response.content
+
+
+def test_my_projects_without_limits_show_their_use_without_bars(pages, world):
+    """The card used to say only "No quotas set" when no limit was set, however much a project held."""
+    Quota.objects.create(project=world.beta, snapshot_retention_days=7)  # no limit the bars know: still unlimited
+    running(world.bob, resources={"cpu": 2, "memory_mb": 512})
+    instance_row(
+        connection=world.local, project=world.alpha, owner=world.bob, vcpus=2, memory_mb=1024, status="Running"
+    )
+    response = pages("bob").get("/")
+    [card] = response.context["usage"]
+    assert (card.project, card.scope, card.limited) == ("alpha", "all clouds", False)
+    assert {bar.label: (bar.used, bar.limit) for bar in card.bars} == {
+        "Tasks": ("1", ""),
+        "vCPU (tasks and instances)": ("4", ""),
+        "Memory (tasks and instances)": ("1536", ""),
+        "GPUs": ("0", ""),
+        "Instances": ("1", ""),
+    }
+    content = response.content.decode()
+    assert 'data-quota="alpha:all clouds" data-unlimited' in content and "1536 MB in use" in content
+    assert [c.project for c in pages("charlie").get("/").context["usage"]] == ["beta"]
+
+
+def test_a_project_with_a_limit_shows_its_bars_not_a_usage_card(pages, world):
+    Quota.objects.create(project=world.alpha, connection=world.local, max_tasks=2)
+    response = pages("bob").get("/")
+    assert [c.project for c in response.context["quotas"]] == ["alpha"] and response.context["usage"] == []
