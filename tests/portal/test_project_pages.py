@@ -11,7 +11,7 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 
-from cloudpivot.accounts.models import Membership, Quota, Role
+from cloudpivot.accounts.models import AuditEntry, Membership, Quota, Role
 from notifications import webhooks
 from tests.builders import running
 
@@ -93,6 +93,8 @@ def test_an_admin_adds_a_member_by_username_or_email(pages, world):
     assert pages("charlie").get("/projects/alpha/").status_code == 200  # charlie sees alpha now
     assert b"charlie added as Reader." in alice.get("/projects/alpha/").content
     assert dana.projects.filter(slug="alpha").exists()
+    audit = AuditEntry.objects.filter(action="accounts:member_add").order_by("created_at", "id")
+    assert [(a.actor_name, a.via, a.object_ref, a.outcome) for a in audit] == [("alice", "page", "alpha", "ok")] * 2
 
 
 @pytest.mark.parametrize(
