@@ -183,7 +183,8 @@ USE_TZ = True
 # ---------------------------------------------------------------- static files (WhiteNoise, no CDN)
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# An image collects them at build time, outside the writable var/ (deploy/container/Containerfile).
+STATIC_ROOT = Path(env.str("CLOUDPIVOT_STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
