@@ -287,34 +287,66 @@ def test_the_image_runs_as_a_non_root_user_with_the_entrypoint():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_entrypoint_serves_web_and_knows_its_roles(tmp_path):
+def test_the_entrypoint_serves_web_as_the_image_does(tmp_path):
+    """The image's layout on this host: static files collected as the Containerfile does, the production
+    settings, a secret key file; then `entrypoint.sh web` serves the probes over plain HTTP and the rest over
+    the proxy's HTTPS only."""
     port = helpers.free_port()
+    (tmp_path / "secret-key").write_text("x" * 50)
     env = helpers.server_environment(port=port, runs_dir=tmp_path / "runs") | {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "HOST": "127.0.0.1",
+        "CLOUDPIVOT_STATIC_ROOT": str(tmp_path / "static"),
     }
+    build = env | {
+        "CLOUDPIVOT_VAR_DIR": str(tmp_path / "build-var"),
+        "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base",
+    }
+    collected = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        env=build,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
+    )
+    assert collected.returncode == 0, collected.stderr
+    assert (tmp_path / "static" / "css" / "cloudpivot.css.gz").exists()
     assert subprocess.run([str(ENTRYPOINT), "nonsense"], env=env, capture_output=True).returncode == 64
     waited = subprocess.run([str(ENTRYPOINT), "wait-migrations"], env=env, capture_output=True, timeout=120)
     assert waited.returncode == 0, waited.stderr
+    env = env | {
+        "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.prod",
+        "DJANGO_SECRET_KEY_FILE": str(tmp_path / "secret-key"),
+    }
+    del env["DJANGO_SECRET_KEY"]
     log = tmp_path / "web.log"
     web = subprocess.Popen(
         [str(ENTRYPOINT), "web"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
     )
+    base = f"http://127.0.0.1:{port}"
     try:
         helpers.wait_for(
-            lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200 or web.poll() is not None,
+            lambda: _status(base + "/healthz") == 200 or web.poll() is not None,
             timeout=60,
             what="the entrypoint's web server",
         )
         assert web.poll() is None, log.read_text()
-        assert _status(f"http://127.0.0.1:{port}/readyz") == 200
+        assert _status(base + "/readyz") == 200  # plain HTTP, as a kubelet probes
+        assert _status(base + "/tasks/") == 301  # everything else to HTTPS (the Ingress's side)
+        assert _status(base + "/static/css/cloudpivot.css", {"X-Forwarded-Proto": "https"}) == 200
     finally:
         helpers.stop_process_group(web)
 
 
-def _status(url: str) -> int:
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> int:
+    opener = urllib.request.build_opener(_NoRedirect)
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=5) as response:
             return response.status
     except urllib.error.HTTPError as error:
         return error.code

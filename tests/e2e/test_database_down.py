@@ -74,10 +74,12 @@ def private_postgres():
     if not POSTGRES_BIN:
         pytest.fail("PostgreSQL's server programs are not installed (apt-get install postgresql)")
     server = PrivatePostgres()
-    server.start()
-    server.run("createdb", "-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres", "cloudpivot")
-    yield server
-    server.remove()
+    try:
+        server.start()
+        server.run("createdb", "-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres", "cloudpivot")
+        yield server
+    finally:
+        server.remove()
 
 
 def _manage(env: dict[str, str], *args: str) -> str:
