@@ -21,7 +21,7 @@ from django.core.handlers.wsgi import WSGIHandler
 MACHINE = "MACHINE_MIDDLEWARE"
 TOKEN_API = "TOKEN_API_MIDDLEWARE"
 PAGES = "MIDDLEWARE"
-MACHINE_PREFIXES = ("/runner/", "/healthz")
+MACHINE_PREFIXES = ("/runner/", "/healthz", "/readyz")
 TOKEN_API_PREFIX = "/api/v1/"
 
 

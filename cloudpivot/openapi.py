@@ -5,8 +5,8 @@ The statuses come from where the API raises them (cloudpivot.api's handler over 
 - 401 everywhere (no, an invalid, an expired or a revoked token);
 - 400 where a body or a query parameter is read; 404 where the path names an object (missing and foreign
   objects get the same answer);
-- 403, 409, 422, 502 and 503 only on the operations listed in `WRITE_ERRORS` / `CLOUD_ERRORS`, which are
-  those whose services raise them.
+- 403, 409, 422 and 502 only on the operations listed in `WRITE_ERRORS` / `CLOUD_ERRORS`, which are
+  those whose services raise them; 503 everywhere (the database away), `cloud_unavailable` only there.
 - 413 wherever a body is read (a body over the size limit is refused before it is parsed).
 The API has no request throttling, so no 429.
 """
@@ -99,8 +99,15 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
         {"cloud_refused": _error("cloud_refused", "the os-dev cloud refused the credentials while reading flavors")},
     ),
     503: (
-        "The cloud did not answer a read the request needed: try again later.",
-        {"cloud_unavailable": _error("cloud_unavailable", "the k3s-lab cloud did not answer: connection refused")},
+        "The cloud did not answer a read the request needed, or CloudPivot's database is away (any operation): "
+        "try again later; `Retry-After` says when for the database.",
+        {
+            "cloud_unavailable": _error("cloud_unavailable", "the k3s-lab cloud did not answer: connection refused"),
+            "database_unavailable": _error(
+                "database_unavailable",
+                "the database is not reachable at the moment; nothing was changed, try again shortly",
+            ),
+        },
     ),
 }
 
@@ -136,7 +143,7 @@ def error_responses(*statuses: int) -> dict[str, Any]:
 
 
 def _statuses_for(method: str, path: str, operation: dict[str, Any]) -> list[int]:
-    found = {401}
+    found = {401, 503}  # 503: the database away (cloudpivot/unavailable.py), on every operation
     if "{" in path:
         found.add(404)
     if operation.get("requestBody") or any(p.get("in") == "query" for p in operation.get("parameters", [])):

@@ -4,14 +4,10 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from cloudpivot import views
+from cloudpivot import health, views
 from cloudpivot.api import error_body
 from clusters.metrics.endpoint import MetricsView
 from runner_api import sync_view
-
-
-def healthz(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"status": "ok"})
 
 
 @csrf_exempt  # a POST with a session cookie must get this JSON 404, not the CSRF failure page
@@ -30,7 +26,8 @@ api_v1 = [
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("healthz", healthz, name="healthz"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("", include("tasks.urls")),
     path("clouds/", include("clusters.urls")),

@@ -104,6 +104,9 @@ TOKEN_API_MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "cloudpivot.accounts.audit.AuditMiddleware",
 ]
+# First in every stack: while the database is away, 503 with Retry-After instead of a 500 (cloudpivot/unavailable.py).
+for _stack in (MIDDLEWARE, MACHINE_MIDDLEWARE, TOKEN_API_MIDDLEWARE):
+    _stack.insert(0, "cloudpivot.unavailable.DatabaseUnavailableMiddleware")
 
 # Scripts, styles, images and connections (websockets included) only from this server; never framed.
 CONTENT_SECURITY_POLICY = env.str(
@@ -180,7 +183,8 @@ USE_TZ = True
 # ---------------------------------------------------------------- static files (WhiteNoise, no CDN)
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# An image collects them at build time, outside the writable var/ (deploy/container/Containerfile).
+STATIC_ROOT = Path(env.str("CLOUDPIVOT_STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

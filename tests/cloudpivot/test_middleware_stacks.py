@@ -29,6 +29,7 @@ from tests.stack_client import routed
         ("/runner/v2/sync", "Bearer cpa_x", MACHINE),
         ("/runner/v1/attempts/x/events", "", MACHINE),
         ("/healthz", "", MACHINE),
+        ("/readyz", "", MACHINE),
         ("/api/v1/tasks", "Bearer cp_x", TOKEN_API),
         ("/api/v1/tasks", "", PAGES),  # a session cookie, or nobody: the full stack, CSRF included
         ("/api/v1/tasks", "Basic eDp5", PAGES),

@@ -1,0 +1,89 @@
+"""While the database is away, every caller gets 503 with Retry-After, never a 500 (issue 16, item 2).
+
+A restarted or unreachable PostgreSQL (or a locked or full SQLite file) is a passing state, not a bug: the
+REST API and the Runner API answer the API's error shape (`database_unavailable`), pages a plain page that
+needs no database, and both say when to try again. Runners and host agents already retry on Retry-After.
+
+The middleware stands first in every stack (settings), so it also sees what happens after the view: when
+the view failed on the database and an outer layer then failed on it too (the audit reading a lazy user),
+the request still ends in 503.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+from cloudpivot.api import error_body
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5
+JSON_PREFIXES = ("/api/", "/runner/")
+MESSAGE = "the database is not reachable at the moment; nothing was changed, try again shortly"
+# PostgreSQL SQLSTATE classes of an unreachable or refusing server: 08 connection exception, 53 insufficient
+# resources (too many connections, disk full), 57P01-57P05 (shut down, restarting, idle timeouts).
+_PG_UNAVAILABLE = ("08", "53", "57P")
+# SQLite: another writer holds the file, the file cannot be opened or written, the disk is full.
+_SQLITE_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_FULL")
+_MARK = "_cloudpivot_database_unavailable"
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot be reached now (as opposed to a wrong query or a conflict)."""
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    sqlite_error = getattr(cause, "sqlite_errorname", None)
+    if sqlite_error is not None:
+        return sqlite_error.startswith(_SQLITE_UNAVAILABLE)
+    sqlstate = getattr(cause, "sqlstate", None)
+    # No SQLSTATE: the client side failed (connection refused or lost, the pool timed out waiting for one).
+    return sqlstate is None or sqlstate.startswith(_PG_UNAVAILABLE)
+
+
+def unavailable_response(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith(JSON_PREFIXES):
+        response: HttpResponse = JsonResponse(error_body("database_unavailable", MESSAGE), status=503)
+    else:
+        response = HttpResponse(render_to_string("503.html"), status=503, content_type="text/html; charset=utf-8")
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class DatabaseUnavailableMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if self.is_async:
+            return self._acall(request)
+        return self._settle(request, self.get_response(request))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        return self._settle(request, await self.get_response(request))
+
+    def _settle(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if response.status_code == 500 and getattr(request, _MARK, False):
+            return unavailable_response(request)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not is_unavailable(exception):
+            return None
+        setattr(request, _MARK, True)
+        logger.warning("database unavailable, answered 503: %s %s (%s)", request.method, request.path, exception)
+        return unavailable_response(request)
