@@ -36,6 +36,7 @@ urlpatterns = [
     path("clouds/", include("clusters.urls")),
     path("", include("resources.urls")),
     path("", include("notifications.urls")),
+    path("", include("cloudpivot.accounts.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/v1/", include(api_v1)),
