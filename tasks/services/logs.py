@@ -15,6 +15,7 @@ from cloudpivot.exceptions import Conflict
 from clusters.backends.base import AttemptRef, BackendError
 from tasks.models import Attempt, LogChunk, LogStream, Task
 from tasks.services.lifecycle import attempt_refuse_if_closed, event_append, lock_task_and_attempt
+from tasks.services.secret_delivery import log_mask, log_mask_values
 
 logger = logging.getLogger(__name__)
 READ_LIMIT_BYTES = 1024 * 1024
@@ -87,6 +88,8 @@ def _store(task: Task, attempt: Attempt, stream: str, data: bytes, chunks: list[
     if not data:
         return False
     length = getattr(attempt, _LENGTH[stream])
+    received = len(data)  # the stream's offsets count what the program wrote, masked or not
+    data = log_mask(data, log_mask_values(task))  # project secrets the program printed (never longer)
     keep = max(0, min(len(data), settings.LOG_MAX_BYTES_PER_TASK - attempt.log_bytes))
     if keep:
         chunk = LogChunk(
@@ -104,7 +107,7 @@ def _store(task: Task, attempt: Attempt, stream: str, data: bytes, chunks: list[
             data={"attempt": attempt.number},
             message=f"the log reached its cap of {settings.LOG_MAX_BYTES_PER_TASK} bytes; later output is not kept",
         )
-    setattr(attempt, _LENGTH[stream], length + len(data))
+    setattr(attempt, _LENGTH[stream], length + received)
     attempt.log_bytes += keep
     attempt.log_dropped_bytes += len(data) - keep
     return True
