@@ -1,4 +1,4 @@
-from django.urls import path, re_path
+from django.urls import re_path
 from rest_framework.routers import SimpleRouter
 
 from cloudpivot.accounts.api.secrets import ProjectSecretDetailApi, ProjectSecretListApi
@@ -12,6 +12,10 @@ router.register("projects", ProjectViewSet, basename="project")
 router.register("quotas", QuotaViewSet, basename="quota")
 urlpatterns = [
     re_path(r"^projects/(?P<slug>[-a-zA-Z0-9_]+)/secrets/?$", ProjectSecretListApi.as_view(), name="secret-list"),
-    path("projects/<slug:slug>/secrets/<str:name>", ProjectSecretDetailApi.as_view(), name="secret-detail"),
+    re_path(
+        r"^projects/(?P<slug>[-a-zA-Z0-9_]+)/secrets/(?P<name>[^/]+)/?$",
+        ProjectSecretDetailApi.as_view(),
+        name="secret-detail",
+    ),
     *router.urls,
 ]
