@@ -57,6 +57,20 @@ def log_mask_values(task: Task) -> list[bytes]:
     return sorted({value.encode() for value in values.values() if value}, key=len, reverse=True)
 
 
+def log_mask_across(tail: bytes, data: bytes, values: list[bytes]) -> tuple[bytes, bytes]:
+    """A value split between the end of the stream's previous piece (`tail`) and the start of `data`:
+    both parts become `*` (as long as they are, so neither piece changes length). Returns (tail, data)."""
+    if not tail:
+        return tail, data
+    joined = bytearray(tail + data)
+    for value in values:
+        start = max(0, len(tail) - len(value) + 1)
+        while (found := joined.find(value, start, len(tail) + len(value) - 1)) != -1:
+            joined[found : found + len(value)] = b"*" * len(value)
+            start = found + 1
+    return bytes(joined[: len(tail)]), bytes(joined[len(tail) :])
+
+
 def log_mask(data: bytes, values: list[bytes]) -> bytes:
     """`data` with every occurrence of the values replaced by `***` (never longer than what it replaces).
 

@@ -101,3 +101,26 @@ def test_a_malformed_reference_is_a_400_naming_the_field(api, world, refs, field
     response = api("bob").post("/api/v1/tasks", hello_spec(secrets=refs, env={"GREETING": "hi"}), format="json")
     assert response.status_code == 400, response.content
     assert response.json()["errors"][0]["field"] == field
+
+
+def test_a_value_split_between_two_pieces_of_log_is_masked_in_both(world):
+    from django.db import transaction
+
+    from tasks.services.attempts import attempt_create
+    from tasks.services.lifecycle import task_lock
+    from tasks.services.logs import log_append
+
+    _secret(world)
+    task, _ = task_submit(user=world.bob, document=hello_spec(secrets=[{"name": "db-password", "env": "P"}]))
+    with transaction.atomic():
+        attempt = attempt_create(task=task_lock(task.pk), reason="test")
+    first, second = b"before " + VALUE.encode()[:7], VALUE.encode()[7:] + b" after; again " + VALUE.encode() + b"\n"
+    assert log_append(attempt=attempt, stream="stdout", offset=0, data=first) == len(first)
+    log_append(attempt=attempt, stream="stderr", offset=0, data=b"other stream\n")
+    assert log_append(attempt=attempt, stream="stdout", offset=len(first), data=second) == len(first) + len(second)
+    text = log_read(task=task, stream="stdout")["data"]
+    assert VALUE[:5] not in text and VALUE[-5:] not in text, text
+    assert text == "before " + "*" * len(VALUE) + " after; again ***\n"
+    assert log_read(task=task)["data"] == "before " + "*" * 7 + "other stream\n" + "*" * (len(VALUE) - 7) + (
+        " after; again ***\n"
+    )
