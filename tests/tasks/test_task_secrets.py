@@ -124,3 +124,13 @@ def test_a_value_split_between_two_pieces_of_log_is_masked_in_both(world):
     assert log_read(task=task)["data"] == "before " + "*" * 7 + "other stream\n" + "*" * (len(VALUE) - 7) + (
         " after; again ***\n"
     )
+
+
+def test_cloning_a_task_with_secrets_opens_the_raw_editor_with_the_references(pages, world):
+    _secret(world)
+    refs = [{"name": "db-password", "env": "DB_PASSWORD"}]
+    task, _ = task_submit(user=world.bob, document=hello_spec(secrets=refs))
+    response = pages("bob").get(f"/tasks/new?clone={task.pk}")
+    assert response.context["mode"] == "raw"
+    assert json.loads(response.context["raw"].initial["document"])["secrets"] == refs
+    assert VALUE not in response.content.decode()
