@@ -42,7 +42,10 @@ def decrypt(token: str) -> str:
 
 def rotate(token: str) -> str:
     """The token re-encrypted under the first key."""
-    return _box().rotate(token.encode()).decode()
+    try:
+        return _box().rotate(token.encode()).decode()
+    except InvalidToken:
+        raise SecretUnreadable("a stored secret cannot be decrypted with CLOUDPIVOT_SECRETS_KEY") from None
 
 
 def key_problem(value: str) -> str:

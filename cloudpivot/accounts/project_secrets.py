@@ -8,6 +8,7 @@ and the log ingestion that masks them (`secret_values` again).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -20,6 +21,7 @@ from cloudpivot.accounts.models import Project, ProjectSecret, Role, secret_name
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import InvalidSpec, NotFound, PermissionDenied
 
+logger = logging.getLogger(__name__)
 MAX_VALUE_BYTES = 64 * 1024
 
 
@@ -54,14 +56,24 @@ def secret_references_check(*, project_id: int, references: list[dict[str, Any]]
         raise InvalidSpec(f"invalid task document: {errors[0]['field']}: {errors[0]['message']}", errors=errors)
 
 
-def secret_values(*, project_id: int, names: list[str]) -> dict[str, str]:
-    """name → plain value of the named secrets that exist (a deleted one is simply absent)."""
+def secret_values(*, project_id: int, names: list[str]) -> dict[str, str | None]:
+    """name → plain value of the named secrets that exist (a deleted one is absent; None: the configured
+    CLOUDPIVOT_SECRETS_KEY cannot open it, e.g. the key was replaced without keeping the old one)."""
     if not names:
         return {}
     rows = ProjectSecret.objects.filter(project_id=project_id, name__in=set(names)).values_list(
         "name", "value_encrypted"
     )
-    return {name: secret_box.decrypt(token) for name, token in rows}
+    values: dict[str, str | None] = {}
+    for name, token in rows:
+        try:
+            values[name] = secret_box.decrypt(token)
+        except secret_box.SecretUnreadable:
+            logger.error(
+                "project secret %r of project %s cannot be decrypted with CLOUDPIVOT_SECRETS_KEY", name, project_id
+            )
+            values[name] = None
+    return values
 
 
 # ---------------------------------------------------------------------------- writes

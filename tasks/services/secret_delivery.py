@@ -24,13 +24,17 @@ def task_secrets(task: Task) -> tuple[dict[str, str], str]:
     refs = task_secret_refs(task)
     if not refs:
         return {}, ""
-    values = secret_values(project_id=task.project_id, names=[ref["name"] for ref in refs])
-    missing = sorted({ref["name"] for ref in refs} - set(values))
-    error = ""
+    found = secret_values(project_id=task.project_id, names=[ref["name"] for ref in refs])
+    values = {name: value for name, value in found.items() if value is not None}
+    missing = sorted({ref["name"] for ref in refs} - set(found))
+    unreadable = sorted(set(found) - set(values))
+    errors = []
     if missing:
-        names = ", ".join(repr(name) for name in missing)
-        error = f"the project secret {names} no longer exists; the program was not started"
-    return values, error
+        errors.append(f"the project secret {', '.join(repr(name) for name in missing)} no longer exists")
+    if unreadable:
+        names = ", ".join(repr(name) for name in unreadable)
+        errors.append(f"the project secret {names} cannot be decrypted with the server's key (CLOUDPIVOT_SECRETS_KEY)")
+    return values, "; ".join(errors) + ("; the program was not started" if errors else "")
 
 
 def assignment_secrets(task: Task) -> dict[str, Any]:

@@ -119,3 +119,32 @@ def test_the_project_page_lists_adds_and_deletes_secrets_for_admins_only(pages, 
     assert refused.status_code == 400 and "second-value-123" not in refused.content.decode()
     assert pages("alice").post(page_url + "db-password/delete").status_code == 302
     assert not ProjectSecret.objects.exists()
+
+
+def test_a_key_is_rotated_and_a_value_no_key_opens_fails_in_words(api, world, settings):
+    from cryptography.fernet import Fernet
+    from django.core.management import call_command
+
+    from tasks.services.secret_delivery import task_secrets
+    from tasks.services.submission import task_submit
+    from tests.builders import hello_spec
+
+    old, new = settings.CLOUDPIVOT_SECRETS_KEY, Fernet.generate_key().decode()
+    add(api)
+    task, _ = task_submit(user=world.bob, document=hello_spec(secrets=[{"name": "db-password", "env": "P"}]))
+    settings.CLOUDPIVOT_SECRETS_KEY = f"{new},{old}"
+    call_command("rotate_secrets_key")
+    settings.CLOUDPIVOT_SECRETS_KEY = new  # the old key dropped: the value is still there
+    assert task_secrets(task) == ({"db-password": VALUE}, "")
+    settings.CLOUDPIVOT_SECRETS_KEY = old  # a key that never saw the rotated value
+    values, error = task_secrets(task)
+    assert values == {} and "'db-password' cannot be decrypted with the server's key" in error
+
+
+def test_check_refuses_a_key_that_is_not_a_fernet_key(settings):
+    from cloudpivot.accounts.checks import secrets_key_check
+
+    settings.CLOUDPIVOT_SECRETS_KEY = "not-a-key"
+    assert [error.id for error in secrets_key_check(None)] == ["cloudpivot.E103"]
+    settings.CLOUDPIVOT_SECRETS_KEY = secret_box.derived_dev_key("x")
+    assert secrets_key_check(None) == []
