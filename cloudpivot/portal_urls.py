@@ -1,11 +1,10 @@
-"""Pages of the accounts side: personal settings (/settings/) and projects (/projects/).
-
-Project pages other work adds (secrets) go in their own block below, so each can change without the other.
+"""Pages of the accounts side: personal settings (/settings/) and projects (/projects/, their secrets included).
 """
 
 from django.urls import path
 
 from cloudpivot import personal_settings, project_pages
+from cloudpivot.accounts import views as secret_pages
 
 app_name = "accounts"
 urlpatterns = [
@@ -19,4 +18,8 @@ urlpatterns = [
     path("projects/<slug:slug>/", project_pages.project_detail, name="project_detail"),
     path("projects/<slug:slug>/members/", project_pages.member_add, name="member_add"),
     path("projects/<slug:slug>/members/<int:membership_id>/", project_pages.member_act, name="member_act"),
+    # Project secrets: names for members, add and delete for project admins; values never leave.
+    path("projects/<slug:slug>/secrets/", secret_pages.secret_list, name="secret_list"),
+    path("projects/<slug:slug>/secrets/new", secret_pages.secret_add, name="secret_add"),
+    path("projects/<slug:slug>/secrets/<slug:name>/delete", secret_pages.secret_remove, name="secret_remove"),
 ]

@@ -164,6 +164,7 @@ def initial_from_task(task: Task) -> tuple[dict[str, Any], str, bool]:
         or spec.get("workdir")
         or resources
         or spec.get("labels")
+        or spec.get("secrets")  # the form has no field for them: a clone through it would drop them
         or any("\n" in arg or not arg.strip() for arg in command)
         or any("\n" in value for value in env.values())
     )

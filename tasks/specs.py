@@ -110,6 +110,33 @@ class TolerationSerializer(StrictItemSerializer):
         return attrs
 
 
+class SecretRefSerializer(StrictItemSerializer):
+    """A project secret the task receives: as an environment variable (`env`) or a file (`file`), one of the two.
+
+    Only this reference is stored with the task; the value is delivered to the execution alone."""
+
+    name = serializers.CharField(max_length=63)
+    env = serializers.CharField(max_length=200, required=False)
+    file = serializers.CharField(max_length=1000, required=False)
+
+    def validate_env(self, value: str) -> str:
+        if not ENV_NAME.match(value):
+            raise serializers.ValidationError("not a valid environment variable name")
+        return value
+
+    def validate_file(self, value: str) -> str:
+        if not value.startswith("/") or value.endswith("/") or "\0" in value:
+            raise serializers.ValidationError("must be the absolute path of a file, e.g. /run/secrets/db-password")
+        if any(part in (".", "..") for part in value.split("/")):
+            raise serializers.ValidationError("must not contain '.' or '..'")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("env" in attrs) == ("file" in attrs):
+            raise serializers.ValidationError({"env": ["give either env (a variable name) or file (a path)"]})
+        return attrs
+
+
 class TaskSpecSerializer(StrictSerializer):
     cloud = serializers.SlugField(max_length=64)
     project = serializers.SlugField(max_length=64, required=False)
@@ -128,6 +155,8 @@ class TaskSpecSerializer(StrictSerializer):
     volumes = VolumeSerializer(many=True, required=False, max_length=20)
     node_selector = StringMapField(required=False)
     tolerations = TolerationSerializer(many=True, required=False, max_length=20)
+    # Project secrets by name (docs/security.md): delivered to the execution, never stored here.
+    secrets = SecretRefSerializer(many=True, required=False, max_length=50)
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         bad = [key for key in value if not ENV_NAME.match(key)]
@@ -157,6 +186,21 @@ class TaskSpecSerializer(StrictSerializer):
 
     def validate_tolerations(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [dict(toleration) for toleration in value]
+
+    def validate_secrets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        targets = [ref.get("env") or ref.get("file") for ref in value]
+        duplicates = sorted({target for target in targets if targets.count(target) > 1})
+        if duplicates:
+            raise serializers.ValidationError(f"delivered twice to: {', '.join(duplicates)}")
+        return [dict(ref) for ref in value]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(
+            {ref["env"] for ref in attrs.get("secrets") or [] if ref.get("env")} & set(attrs.get("env") or {})
+        )
+        if clash:
+            raise serializers.ValidationError({"secrets": [f"also set in env: {', '.join(clash)}"]})
+        return attrs
 
 
 def spec_normalize(document: Any) -> dict[str, Any]:

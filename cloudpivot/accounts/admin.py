@@ -1,7 +1,10 @@
+from django import forms
 from django.contrib import admin, messages
 
+from cloudpivot import secret_box
 from cloudpivot.accounts.forms import AdminLoginForm
-from cloudpivot.accounts.models import ApiToken, AuditEntry, Membership, Project, Quota
+from cloudpivot.accounts.models import ApiToken, AuditEntry, Membership, Project, ProjectSecret, Quota
+from cloudpivot.accounts.project_secrets import MAX_VALUE_BYTES
 from cloudpivot.accounts.services import api_token_revoke
 from cloudpivot.admin import ReadOnlyAdmin
 
@@ -65,3 +68,48 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     list_filter = ["via", "outcome", "action"]
     search_fields = ["actor_name", "action", "object_ref", "path"]
     date_hierarchy = "created_at"
+
+
+class ProjectSecretForm(forms.ModelForm):
+    """The value is write-only: typed in, encrypted on save, never put back into the page."""
+
+    value = forms.CharField(
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        strip=False,
+        required=False,
+        help_text="Write-only. On a saved secret, leave empty to keep the current value.",
+    )
+
+    class Meta:
+        model = ProjectSecret
+        fields = ["project", "name"]
+
+    def clean_value(self) -> str:
+        value = self.cleaned_data.get("value") or ""
+        if not value and self.instance.pk is None:
+            raise forms.ValidationError("A new secret needs a value.")
+        if len(value.encode()) > MAX_VALUE_BYTES:
+            raise forms.ValidationError(f"At most {MAX_VALUE_BYTES} bytes.")
+        return value
+
+
+@admin.register(ProjectSecret)
+class ProjectSecretAdmin(admin.ModelAdmin):
+    """Names, dates and who saved them; the value can be replaced, never read."""
+
+    form = ProjectSecretForm
+    list_display = ["name", "project", "created_at", "updated_at", "created_by", "updated_by"]
+    list_filter = ["project"]
+    search_fields = ["name", "project__slug"]
+    readonly_fields = ["created_at", "updated_at", "created_by", "updated_by"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*self.readonly_fields, "project", "name"] if obj else self.readonly_fields
+
+    def save_model(self, request, obj, form, change) -> None:
+        if form.cleaned_data.get("value"):
+            obj.value_encrypted = secret_box.encrypt(form.cleaned_data["value"])
+            obj.updated_by = request.user
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)

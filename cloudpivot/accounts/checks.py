@@ -39,3 +39,17 @@ def group_map_check(app_configs, **kwargs):
         )
         for slug in sorted(slugs - known)
     ]
+
+
+@register("cloudpivot")
+def secrets_key_check(app_configs, **kwargs):
+    """A CLOUDPIVOT_SECRETS_KEY that is not a Fernet key: said at startup, not as a 500 on the first secret saved."""
+    from django.conf import settings
+
+    from cloudpivot.secret_box import key_problem
+
+    problem = key_problem(settings.CLOUDPIVOT_SECRETS_KEY)
+    if not problem:
+        return []
+    hint = "Generate one: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+    return [Error(f"CLOUDPIVOT_SECRETS_KEY is unusable: {problem}", hint=hint, id="cloudpivot.E103")]

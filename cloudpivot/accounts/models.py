@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -109,6 +110,36 @@ class Quota(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.project} on {self.connection or 'all clouds'}"
+
+
+SECRET_NAME_HELP = "Lowercase letters, digits and '-', e.g. db-password; tasks refer to the secret by it."
+secret_name_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", "use lowercase letters, digits and '-' (at most 63), e.g. db-password"
+)
+
+
+class ProjectSecret(BaseModel):
+    """A value a project's tasks receive at run time (an env variable or a file), never shown again once saved.
+
+    Only its Fernet token is stored (cloudpivot.secret_box); the task document names it, never holds it.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=63, validators=[secret_name_validator], help_text=SECRET_NAME_HELP)
+    value_encrypted = models.TextField(editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="%(app_label)s_%(class)s_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project}/{self.name}"
 
 
 class AuditEntry(models.Model):

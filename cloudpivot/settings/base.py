@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 
 from cloudpivot.env import env, envsecret
+from cloudpivot.secret_box import derived_dev_key as _derived_secrets_key
 from cloudpivot.social_env import providers_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -42,6 +43,9 @@ def _local_secret_key() -> str:
 
 
 SECRET_KEY = envsecret("DJANGO_SECRET_KEY") or _local_secret_key()
+# Project secrets are encrypted at rest with these Fernet keys (comma-separated; the first encrypts, all decrypt).
+# The embedded default derives one from SECRET_KEY; the production settings require it (docs/security.md).
+CLOUDPIVOT_SECRETS_KEY = envsecret("CLOUDPIVOT_SECRETS_KEY") or _derived_secrets_key(SECRET_KEY)
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])

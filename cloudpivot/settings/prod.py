@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 
 from cloudpivot.env import env, envsecret
+from cloudpivot.secret_box import key_problem
 from cloudpivot.settings.base import *  # noqa: F403
 
 # The embedded default keeps a generated key in var/; a production server must be given one, or sessions,
@@ -13,6 +14,16 @@ if not envsecret("DJANGO_SECRET_KEY"):
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) must be set with the production settings: "
         "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(50))'`"
+    )
+# Project secrets are encrypted with this key; deriving it from DJANGO_SECRET_KEY (the embedded default) would
+# tie every stored secret to that key and put both in one place.
+_secrets_key = envsecret("CLOUDPIVOT_SECRETS_KEY")
+if not _secrets_key or key_problem(_secrets_key):
+    raise ImproperlyConfigured(
+        "CLOUDPIVOT_SECRETS_KEY (or CLOUDPIVOT_SECRETS_KEY_FILE) must be set with the production settings"
+        + (f" ({key_problem(_secrets_key)})" if _secrets_key else "")
+        + ": generate one with "
+        + "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`"
     )
 # Accounts come from an admin or an identity provider; anyone reaching the login page may not make one.
 CLOUDPIVOT_SIGNUP_OPEN = env.bool("CLOUDPIVOT_SIGNUP_OPEN", default=False)

@@ -41,6 +41,9 @@ class AttemptRef:
     stop_requested: bool = False
     # A one-time secret the service issued for a Runner's first call (OpenStack user data); "" when none.
     bootstrap_secret: str = ""
+    # The task's project secrets, name → value, for a backend without a Runner to deliver at start (the
+    # Runner gets them in its assignment). Filled only for ensure_started; never logged (repr=False).
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)

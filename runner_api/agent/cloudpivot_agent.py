@@ -136,7 +136,13 @@ class Attempt:
                 "CLOUDPIVOT_RESULT_FILE": self.path("result.json"),
             }
         )
-        spec = {"argv": assignment.get("argv"), "env": env, "workdir": workdir}
+        spec = {
+            "argv": assignment.get("argv"),
+            "env": env,
+            "workdir": workdir,
+            "secret_files": assignment.get("secret_files") or [],
+            "secret_error": str(assignment.get("secret_error") or ""),
+        }
         lock = os.open(self.path("supervisor.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)  # from here on, "the program may have started"
         ready_r, ready_w = os.pipe()

@@ -700,6 +700,31 @@ def exit_data(status: dict, stop_signals: list, grace: float) -> dict:
     return {"exit_code": code, "signal": number, "reason": reason}
 
 
+def write_secret_files(files) -> str:
+    """Write the project secrets the assignment delivers as files (mode 0600, the program's own user).
+
+    Called by whoever is about to exec the program, after any drop of privileges, so a path the program's
+    user may not write to is refused as it would be for the program itself. Returns "" or what failed.
+    """
+    for item in files or []:
+        path = str(item.get("path") or "")
+        try:
+            if not path.startswith("/"):
+                raise OSError("not an absolute path")
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            try:
+                os.fchmod(fd, 0o600)  # a file that was there keeps its old mode otherwise
+                data = memoryview(str(item.get("content") or "").encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data) :]
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            return "cannot write the secret file %s: %s" % (path, exc.strerror or exc)
+    return ""
+
+
 class Program:
     """The shim (session and process group leader) and, through it, the user's program."""
 
@@ -1078,7 +1103,13 @@ class Runner:
                 "CLOUDPIVOT_RESULT_FILE": os.path.join(self.state_dir, "result.json"),
             }
         )
-        return {"argv": assignment.get("argv") or [], "env": env, "workdir": workdir}
+        return {
+            "argv": assignment.get("argv") or [],
+            "env": env,
+            "workdir": workdir,
+            "secret_files": assignment.get("secret_files") or [],
+            "secret_error": str(assignment.get("secret_error") or ""),
+        }
 
     def supervise(self):
         """Wait for the shim to end, carrying out a stop request meanwhile."""
@@ -1155,6 +1186,11 @@ def shim_run(state_dir: str) -> dict:
         return shim_failure(127, "the assignment has no valid command (argv must be a non-empty list of strings)")
     if not os.path.isdir(workdir):
         return shim_failure(126, "working directory not found: %s" % workdir)
+    if spec.get("secret_error"):
+        return shim_failure(127, spec["secret_error"])
+    problem = write_secret_files(spec.get("secret_files"))
+    if problem:
+        return shim_failure(126, problem)
     out_path, err_path = os.path.join(state_dir, "stdout.log"), os.path.join(state_dir, "stderr.log")
     with open(out_path, "ab") as out, open(err_path, "ab") as err:
         try:

@@ -141,6 +141,8 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
             os.dup2(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), fd)
         if not argv or not all(isinstance(arg, str) for arg in argv):
             code, message = 127, "the assignment has no valid command (argv must be a non-empty list of strings)"
+        elif spec.get("secret_error"):
+            code, message = 127, spec["secret_error"]
         else:
             account = run_as_account(os.environ.get(RUN_AS_ENV, ""))
             if account is not None:
@@ -152,7 +154,11 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
             else:
                 if account is not None:
                     become(account)
-                os.execvpe(argv[0], argv, spec["env"])
+                problem = runner.write_secret_files(spec.get("secret_files"))  # as the program's own user
+                if problem:
+                    code, message = 126, problem
+                else:
+                    os.execvpe(argv[0], argv, spec["env"])
     except RunAsError as exc:
         code, message = 126, str(exc)
     except FileNotFoundError:

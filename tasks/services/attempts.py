@@ -23,6 +23,7 @@ from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, Tas
 from tasks.models import Attempt, Task
 from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
 from tasks.services.logs import log_copy_from_cloud
+from tasks.services.secret_delivery import task_secret_refs, task_secrets
 
 logger = logging.getLogger(__name__)
 # Attempt.number and Task.attempts_count are smallints: attempt 32,768 cannot be stored anywhere.
@@ -55,8 +56,14 @@ def attempt_ref(attempt: Attempt) -> AttemptRef:
 
 
 def attempt_start_ref(backend: Any, attempt: Attempt) -> AttemptRef:
-    """attempt_ref plus the one-time bootstrap secret, issued (and recorded) here for a backend that needs one."""
+    """attempt_ref plus the one-time bootstrap secret, issued (and recorded) here for a backend that needs one,
+    and the project secrets a backend without a Runner delivers itself (a Runner's come in its assignment)."""
     ref = attempt_ref(attempt)
+    if not backend.uses_runner and task_secret_refs(attempt.task):
+        values, error = task_secrets(attempt.task)
+        if error:
+            raise BackendError(error, kind="invalid_spec")
+        ref = dataclasses.replace(ref, secrets=values)
     if not backend.needs_bootstrap_secret:
         return ref
     secret = bootstrap_secret_issue(attempt_id=attempt.pk, runner_credential=ref.runner_credential)

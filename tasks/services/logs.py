@@ -15,6 +15,7 @@ from cloudpivot.exceptions import Conflict
 from clusters.backends.base import AttemptRef, BackendError
 from tasks.models import Attempt, LogChunk, LogStream, Task
 from tasks.services.lifecycle import attempt_refuse_if_closed, event_append, lock_task_and_attempt
+from tasks.services.secret_delivery import log_mask, log_mask_across, log_mask_values
 
 logger = logging.getLogger(__name__)
 READ_LIMIT_BYTES = 1024 * 1024
@@ -87,6 +88,11 @@ def _store(task: Task, attempt: Attempt, stream: str, data: bytes, chunks: list[
     if not data:
         return False
     length = getattr(attempt, _LENGTH[stream])
+    received = len(data)  # the stream's offsets count what the program wrote, masked or not
+    secrets = log_mask_values(task)
+    if secrets:  # project secrets the program printed: masked (never longer), also across two pieces
+        data = _mask_across_pieces(attempt, stream, data, secrets, chunks)
+        data = log_mask(data, secrets)
     keep = max(0, min(len(data), settings.LOG_MAX_BYTES_PER_TASK - attempt.log_bytes))
     if keep:
         chunk = LogChunk(
@@ -104,10 +110,29 @@ def _store(task: Task, attempt: Attempt, stream: str, data: bytes, chunks: list[
             data={"attempt": attempt.number},
             message=f"the log reached its cap of {settings.LOG_MAX_BYTES_PER_TASK} bytes; later output is not kept",
         )
-    setattr(attempt, _LENGTH[stream], length + len(data))
+    setattr(attempt, _LENGTH[stream], length + received)
     attempt.log_bytes += keep
     attempt.log_dropped_bytes += len(data) - keep
     return True
+
+
+def _mask_across_pieces(
+    attempt: Attempt, stream: str, data: bytes, secrets: list[bytes], chunks: list[LogChunk] | None
+) -> bytes:
+    """Mask a value that began at the end of the stream's previous piece (rewritten in place, same length)."""
+    previous = next((c for c in reversed(chunks or []) if c.attempt_id == attempt.pk and c.stream == stream), None)
+    if previous is None:
+        previous = LogChunk.objects.filter(attempt=attempt, stream=stream).order_by("-offset").first()
+    keep = max(len(value) for value in secrets) - 1
+    if previous is None or keep < 1:
+        return data
+    stored = bytes(previous.data)
+    tail, data = log_mask_across(stored[-keep:], data, secrets)
+    if tail != stored[-keep:]:
+        previous.data = stored[: len(stored) - len(tail)] + tail
+        if previous.pk:
+            LogChunk.objects.filter(pk=previous.pk).update(data=previous.data)
+    return data
 
 
 def log_counters_save(attempt: Attempt, **extra: Any) -> None:

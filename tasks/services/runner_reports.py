@@ -24,6 +24,7 @@ from tasks.services.lifecycle import (
     lock_task_and_attempt,
     task_transition,
 )
+from tasks.services.secret_delivery import assignment_secrets
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
 
@@ -43,12 +44,14 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
     spec = attempt.task.normalized
     from django.conf import settings
 
+    secrets = assignment_secrets(attempt.task)  # project secrets: for the execution only, never stored
     return {
         "task_id": str(attempt.task_id),
         "attempt": attempt.external_name,
         "attempt_number": attempt.number,
         "argv": spec["command"],
-        "env": spec.get("env") or {},
+        "env": (spec.get("env") or {}) | secrets.pop("secret_env", {}),
+        **secrets,
         "workdir": spec.get("workdir"),
         "timeout_seconds": attempt.task.timeout_seconds,
         "heartbeat_interval": settings.RUNNER_HEARTBEAT_SECONDS,

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from cloudpivot import realtime
 from cloudpivot.accounts import quotas
+from cloudpivot.accounts.project_secrets import secret_references_check
 from cloudpivot.accounts.selectors import project_for_submission
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from clusters.selectors import connection_for_user
@@ -36,6 +37,8 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
     spec = spec_normalize(document)
     connection = connection_for_user(user=user, cloud_id=spec["cloud"])
     project = project_for_submission(user=user, connection=connection, slug=spec.get("project"))
+    if spec.get("secrets"):
+        secret_references_check(project_id=project.pk, references=spec["secrets"])
     spec = task_spec_check(connection=connection, project=project, spec=spec)  # the cloud's checks, the footprint
     quotas.check_can_ever_fit(project=project, connection_id=connection.pk, footprint=quotas.task_footprint(spec))
     spec["project"] = project.slug

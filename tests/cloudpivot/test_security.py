@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from cryptography.fernet import Fernet
 from django.test import Client
 
 from tests import helpers
@@ -36,6 +37,7 @@ def test_production_settings_pass_the_deploy_checks():
         "--settings",
         "cloudpivot.settings.prod",
         DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        CLOUDPIVOT_SECRETS_KEY=Fernet.generate_key().decode(),
         DJANGO_ALLOWED_HOSTS="cloudpivot.example.org",
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -85,9 +87,31 @@ def test_production_settings_refuse_to_start_without_a_secret_key():
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize(("value", "words"), [("", ""), ("not-a-key", " (key 1 is not a Fernet key")])
+def test_production_settings_refuse_to_start_without_a_usable_secrets_key(value, words):
+    result = manage(
+        "check",
+        "--settings",
+        "cloudpivot.settings.prod",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="cloudpivot.example.org",
+        CLOUDPIVOT_SECRETS_KEY=value,
+    )
+    assert result.returncode != 0
+    assert (
+        f"CLOUDPIVOT_SECRETS_KEY (or CLOUDPIVOT_SECRETS_KEY_FILE) must be set with the production settings{words}"
+        in (result.stderr)
+    )
+
+
+@pytest.mark.e2e
 def test_production_closes_self_registration_by_default():
     code = "from django.conf import settings; print(settings.CLOUDPIVOT_SIGNUP_OPEN)"
-    key = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "DJANGO_ALLOWED_HOSTS": "x.example.org"}
+    key = {
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "CLOUDPIVOT_SECRETS_KEY": Fernet.generate_key().decode(),
+        "DJANGO_ALLOWED_HOSTS": "x.example.org",
+    }
     prod = manage("shell", "-c", code, "--settings", "cloudpivot.settings.prod", **key)
     assert prod.stdout.split()[-1] == "False", prod.stderr
     opened = manage("shell", "-c", code, "--settings", "cloudpivot.settings.prod", CLOUDPIVOT_SIGNUP_OPEN="true", **key)

@@ -19,7 +19,7 @@ from clusters.backends.base import (
     LogPiece,
     Observation,
 )
-from clusters.backends.kubernetes import figures, inventory, logs
+from clusters.backends.kubernetes import figures, inventory, logs, task_secrets
 from clusters.backends.kubernetes.claims import claim_errors
 from clusters.backends.kubernetes.client import KubeApiError, KubeClient
 from clusters.backends.kubernetes.labels import LABEL_ATTEMPT, describe_labels, job_is_ours
@@ -74,6 +74,9 @@ class KubernetesBackend(ExecutionBackend):
         name = attempt.external_name
         client = self.client
         self._check_claims_still_allowed(attempt)
+        with_secrets = bool(attempt.spec.get("secrets"))
+        if with_secrets:  # before the Job, whose pod would wait for it (task_secrets.py)
+            task_secrets.ensure_secret(client, attempt, installation=self.installation)
         try:
             job = client.call(
                 f"creating Job {name}", client.batch().create_namespaced_job, self.namespace, self.job(attempt)
@@ -83,6 +86,8 @@ class KubernetesBackend(ExecutionBackend):
                 raise
             existing = client.call(f"reading Job {name}", client.batch().read_namespaced_job, name, self.namespace)
             if self._is_ours(existing, attempt):
+                if with_secrets:
+                    task_secrets.own_secret(client, attempt, existing)
                 return ExternalRef(ref=existing["metadata"].get("uid", ""), adopted=True)
             labels = existing["metadata"].get("labels") or {}
             raise BackendError(
@@ -91,6 +96,8 @@ class KubernetesBackend(ExecutionBackend):
                 "it was left alone",
                 kind="invalid_spec",
             ) from None
+        if with_secrets:
+            task_secrets.own_secret(client, attempt, job)
         return ExternalRef(ref=job["metadata"].get("uid", ""), adopted=False)
 
     def observe(self, attempts: list[AttemptRef]) -> list[Observation]:
@@ -135,6 +142,8 @@ class KubernetesBackend(ExecutionBackend):
         self._delete_job(attempt)
 
     def cleanup(self, attempt: AttemptRef) -> bool:
+        if attempt.spec.get("secrets"):  # the pod is done with it, even where finished Jobs are kept
+            task_secrets.delete_secret(self.client, attempt)
         if self.options["keep_finished_jobs"] and not attempt.stop_requested:
             return True  # the cluster's TTL controller removes it after ttl_seconds_after_finished
         return self._delete_job(attempt)

@@ -11,6 +11,7 @@ from typing import Any
 
 from clusters.backends.base import AttemptRef
 from clusters.backends.kubernetes.labels import CONTAINER, LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, label_value
+from clusters.backends.kubernetes.task_secrets import secret_env, secret_mounts
 
 
 def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, options: dict[str, Any]) -> dict:
@@ -25,17 +26,18 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
         "name": CONTAINER,
         "image": spec["image"],
         "command": list(spec["command"]),
-        "env": [{"name": key, "value": value} for key, value in (spec.get("env") or {}).items()],
+        "env": [{"name": key, "value": value} for key, value in (spec.get("env") or {}).items()] + secret_env(attempt),
         "resources": _resources(resources_with_defaults(spec.get("resources") or {}, options)),
     }
     if spec.get("workdir"):
         container["workingDir"] = spec["workdir"]
     volumes = spec.get("volumes") or []
-    if volumes:
+    secret_volume_mounts, secret_volumes = secret_mounts(attempt)
+    if volumes or secret_volumes:
         container["volumeMounts"] = [
             {"name": f"vol-{i}", "mountPath": v["mount_path"], "readOnly": bool(v.get("read_only"))}
             for i, v in enumerate(volumes)
-        ]
+        ] + secret_volume_mounts
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [container],
@@ -44,14 +46,14 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
     }
     if options.get("service_account"):
         pod_spec["serviceAccountName"] = options["service_account"]
-    if volumes:
+    if volumes or secret_volumes:
         pod_spec["volumes"] = [
             {
                 "name": f"vol-{i}",
                 "persistentVolumeClaim": {"claimName": v["claim"], "readOnly": bool(v.get("read_only"))},
             }
             for i, v in enumerate(volumes)
-        ]
+        ] + secret_volumes
     node_selector = dict(options.get("node_selector") or {}) | dict(spec.get("node_selector") or {})
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
