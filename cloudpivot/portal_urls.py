@@ -1,5 +1,4 @@
-"""Pages of the accounts side: personal settings (/settings/) and projects (/projects/, their secrets included).
-"""
+"""Pages of the accounts side: personal settings (/settings/) and projects (/projects/, their secrets included)."""
 
 from django.urls import path
 
