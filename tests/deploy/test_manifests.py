@@ -23,6 +23,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from cryptography.fernet import Fernet
 from django.urls import resolve
 
 from clusters.backends.kubernetes.inventory import OPTIONAL_PERMISSIONS, REQUIRED_PERMISSIONS
@@ -293,6 +294,7 @@ def test_the_entrypoint_serves_web_as_the_image_does(tmp_path):
     the proxy's HTTPS only."""
     port = helpers.free_port()
     (tmp_path / "secret-key").write_text("x" * 50)
+    (tmp_path / "secrets-key").write_text(Fernet.generate_key().decode())
     env = helpers.server_environment(port=port, runs_dir=tmp_path / "runs") | {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "HOST": "127.0.0.1",
@@ -317,6 +319,7 @@ def test_the_entrypoint_serves_web_as_the_image_does(tmp_path):
     env = env | {
         "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.prod",
         "DJANGO_SECRET_KEY_FILE": str(tmp_path / "secret-key"),
+        "CLOUDPIVOT_SECRETS_KEY_FILE": str(tmp_path / "secrets-key"),
     }
     del env["DJANGO_SECRET_KEY"]
     log = tmp_path / "web.log"

@@ -31,6 +31,10 @@ OPTIONAL_PERMISSIONS = [
     ("list", "", "namespaces", "", "list namespaces in the inventory"),
     ("list", "metrics.k8s.io", "pods", "", "show pod metrics"),
     ("list", "metrics.k8s.io", "nodes", "", "show node metrics"),
+    ("create", "", "secrets", "", "deliver project secrets to tasks"),
+    ("get", "", "secrets", "", "deliver project secrets to tasks"),
+    ("patch", "", "secrets", "", "deliver project secrets to tasks"),
+    ("delete", "", "secrets", "", "remove a task's secrets at cleanup"),
 ]
 
 
