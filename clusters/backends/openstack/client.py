@@ -157,11 +157,9 @@ class OpenStackClient:
     # ------------------------------------------------------------------ server-create arguments
     def networks_argument(self) -> Any:
         """The `networks` argument of a server create, from the connection's `networks` option."""
-        networks = self.options["networks"]
-        if networks in ("none", None, "", []):
-            return "none"
-        if networks == "auto":
-            return "auto"
+        networks = network_names(self.options["networks"])
+        if networks in ("none", "auto"):
+            return networks
         conn = self.conn()
         found = []
         for name in networks:
@@ -216,6 +214,21 @@ class OpenStackClient:
             )
         except openstack.exceptions.ConfigException as exc:
             raise BackendError(f"cannot use the cloud settings: {exc}", kind="auth") from None
+
+
+def network_names(value: Any) -> str | list[str]:
+    """The `networks` option read one way everywhere: "none", "auto", or a list of network names or ids.
+
+    A single name given as a string is a list of one (never its letters); "none"/"auto" in a list of one
+    mean what they mean alone."""
+    if value in (None, "", [], "none"):
+        return "none"
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    names = [str(name).strip() for name in value if str(name).strip()]
+    if names in (["none"], ["auto"]):
+        return names[0]
+    return names or "none"
 
 
 def allowed_credentials_path(connection: CloudConnection, options: dict[str, Any]) -> str:
