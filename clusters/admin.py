@@ -3,6 +3,8 @@ from django.contrib import admin, messages
 from clusters.choices import BackendKind
 from clusters.health import connections_check
 from clusters.models import CloudConnection, MetricSample
+from orphans.connections import connection_delete
+from orphans.models import OrphanFinding
 
 HOST_WARNING = (
     "This connection runs each task's program on the CloudPivot host itself: as the account its run_as option "
@@ -66,6 +68,20 @@ class CloudConnectionAdmin(admin.ModelAdmin):
         if obj is not None and obj.runs_on_host and not request.user.is_superuser:
             return False
         return super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(self, objs, request):
+        """A connection's orphan findings go with it (they describe that connection's view of the cloud): the
+        findings' admin is read-only, which must not make the connection itself undeletable."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        perms_needed = perms_needed - {OrphanFinding._meta.verbose_name}
+        return deleted, counts, perms_needed, protected
+
+    def delete_model(self, request, obj) -> None:
+        connection_delete(connection=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for connection in queryset:
+            connection_delete(connection=connection, actor=request.user)
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
