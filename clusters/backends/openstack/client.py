@@ -193,6 +193,13 @@ class OpenStackClient:
                 if path and not os.path.exists(path):
                     raise BackendError(f"the clouds.yaml file {path} does not exist", kind="auth")
                 config = openstack.config.OpenStackConfig(config_files=[path] if path else None)
+                entries = sorted(config.get_cloud_names())
+                if self.options["cloud"] not in entries:
+                    raise BackendError(
+                        f"the clouds.yaml {path or '(default locations)'} has no entry {self.options['cloud']!r}; "
+                        f"its entries: {', '.join(entries) or 'none'}",
+                        kind="auth",
+                    )
                 region_config = config.get_one(cloud=self.options["cloud"], region_name=region, api_timeout=timeout)
                 return openstack.connection.Connection(config=region_config)
             if not path:
@@ -255,6 +262,11 @@ def _read_credential_file(path: str) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as exc:
         raise BackendError(f"cannot read the application-credential file {path}: {exc}", kind="auth") from None
     needed = ("auth_url", "application_credential_id", "application_credential_secret")
+    if isinstance(data, dict) and isinstance(data.get("clouds"), dict):
+        entries = ", ".join(sorted(data["clouds"])) or "none"
+        raise BackendError(
+            f"{path} is a clouds.yaml: name the entry to use in options.cloud (its entries: {entries})", kind="auth"
+        )
     if not isinstance(data, dict) or any(not data.get(key) for key in needed):
         raise BackendError(f"the application-credential file {path} must set {', '.join(needed)}", kind="auth")
     return data
