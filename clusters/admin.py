@@ -5,13 +5,13 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from clusters.choices import BackendKind
-from clusters.forms import KUBERNETES_FIELDS, OPENSTACK_FIELDS, CloudConnectionForm
+from clusters.forms import DEFAULT_FIELDS, KUBERNETES_FIELDS, OPENSTACK_FIELDS, CloudConnectionForm
 from clusters.health import connections_check
 from clusters.models import CloudConnection, MetricSample
 from orphans.connections import connection_delete
 from orphans.models import OrphanFinding
 
-FORM_ONLY_FIELDS = {*OPENSTACK_FIELDS, *KUBERNETES_FIELDS, "check_cloud"}
+FORM_ONLY_FIELDS = {*OPENSTACK_FIELDS, *KUBERNETES_FIELDS, *DEFAULT_FIELDS, "check_cloud"}
 HOST_WARNING = (
     "This connection runs each task's program on the CloudPivot host itself: as the account its run_as option "
     "names (options.run_as), else as the user CloudPivot runs as, who can read the database, its sessions and "
@@ -31,9 +31,9 @@ OPENSTACK_SECTION = (
 KUBERNETES_SECTION = (
     "Kubernetes",
     {
-        "fields": ["endpoint", "scope", *KUBERNETES_FIELDS],
-        "description": "Read by kubernetes connections only. Defaults for task pods (resources, placement) "
-        "go in Other options: docs/backends/kubernetes.md.",
+        "fields": ["endpoint", "scope", *KUBERNETES_FIELDS, *DEFAULT_FIELDS],
+        "description": "Read by kubernetes connections only. Placement (node selectors, tolerations, what "
+        "users may choose) goes in Other options: docs/backends/kubernetes.md.",
     },
 )
 

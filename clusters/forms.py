@@ -40,6 +40,7 @@ KUBERNETES_FIELDS = {
     "k8s_service_account": "service_account",
     "k8s_image_pull_secrets": "image_pull_secrets",
 }
+DEFAULT_FIELDS = {"k8s_default_cpu": "cpu", "k8s_default_memory_mb": "memory_mb"}
 LIST_FIELDS = {"os_security_groups", "k8s_image_pull_secrets"}
 # What the cloud checks (clusters/backends/openstack/checks.py) name first → the field at fault
 CHECK_FIELDS = {
@@ -96,6 +97,15 @@ class CloudConnectionForm(forms.ModelForm):
     k8s_context = forms.CharField(label="kubeconfig context", required=False)
     k8s_service_account = forms.CharField(label="Service account of task pods", required=False)
     k8s_image_pull_secrets = forms.CharField(label="Image pull secrets", required=False, help_text="Comma-separated.")
+    k8s_default_cpu = forms.FloatField(
+        label="Default CPU per task",
+        required=False,
+        min_value=0.001,
+        help_text="What a task that names no resources gets and counts against its quota (empty: 1).",
+    )
+    k8s_default_memory_mb = forms.IntegerField(
+        label="Default memory per task (MB)", required=False, min_value=1, help_text="Empty: 1024."
+    )
     # ---------------------------------------------------------------- both
     options = forms.JSONField(
         label="Other options",
@@ -136,6 +146,10 @@ class CloudConnectionForm(forms.ModelForm):
             if name in mine and key in options:
                 value = options.pop(key)
                 self.initial[name] = ", ".join(value) if isinstance(value, list) else value
+        if backend == BackendKind.KUBERNETES and isinstance(options.get("default_resources"), dict):
+            defaults = options.pop("default_resources")
+            self.initial["k8s_default_cpu"] = defaults.get("cpu")
+            self.initial["k8s_default_memory_mb"] = defaults.get("memory_mb")
         self.initial["options"] = options
         if "endpoint" in self.fields:
             self.fields["endpoint"].label = "API server URL"
@@ -170,8 +184,10 @@ class CloudConnectionForm(forms.ModelForm):
             if key in options:
                 self.add_error("options", f"'{key}' is set twice: here and in the field above; keep one")
             options[key] = value
-        others = {**OPENSTACK_FIELDS, **KUBERNETES_FIELDS}
-        for name in set(others) - set(typed):
+        if backend == BackendKind.KUBERNETES:
+            self._default_resources(data, options)
+        others = {**OPENSTACK_FIELDS, **KUBERNETES_FIELDS, **dict.fromkeys(DEFAULT_FIELDS, "default_resources")}
+        for name in set(others) - set(typed) - (set(DEFAULT_FIELDS) if backend == BackendKind.KUBERNETES else set()):
             if data.get(name) not in (None, ""):
                 self.add_error(name, f"not read by {backend} connections; leave it empty")
         for key, words in option_errors(backend, options):
@@ -185,6 +201,18 @@ class CloudConnectionForm(forms.ModelForm):
         if not self.errors and data.get("check_cloud") and backend == BackendKind.OPENSTACK:
             self._check_the_cloud(data, options)
         return data
+
+    def _default_resources(self, data: dict[str, Any], options: dict[str, Any]) -> None:
+        """The two default-resource fields → options.default_resources (what the Kubernetes backend reads)."""
+        given = {key: data.get(name) for name, key in DEFAULT_FIELDS.items() if data.get(name) is not None}
+        if not given:
+            return
+        if "default_resources" in options:
+            self.add_error("options", "'default_resources' is set twice: here and in the fields above; keep one")
+            return
+        if isinstance(given.get("cpu"), float) and given["cpu"].is_integer():
+            given["cpu"] = int(given["cpu"])
+        options["default_resources"] = {"cpu": 1, "memory_mb": 1024} | given
 
     def _other_options(self) -> dict[str, Any] | None:
         if "options" in self.errors:

@@ -160,3 +160,26 @@ def test_a_kubernetes_form_takes_its_fields_and_refuses_unknown_options(root, wo
     connection = CloudConnection.objects.get(cloud_id="k3s-lab")
     assert connection.options == {"default_resources": {"cpu": 1, "memory_mb": 512}, "image_pull_secrets": ["regcred"]}
     assert connection.scope == "tasks" and list(connection.projects.all()) == [world.beta]
+
+
+def test_kubernetes_default_resources_have_fields_of_their_own(root, world, tmp_path, settings):
+    settings.CREDENTIALS_DIR = tmp_path
+    form = {
+        "cloud_id": "k3s-defaults",
+        "backend": "kubernetes",
+        "dispatch_enabled": "on",
+        "max_active_tasks": "0",
+        "endpoint": "https://127.0.0.1:6443",
+        "credentials_ref": "in-cluster",
+        "k8s_default_cpu": "0.5",
+        "options": "{}",
+    }
+    twice = errors_of(root.post(ADD, form | {"options": '{"default_resources": {"cpu": 2}}'}))
+    assert "'default_resources' is set twice" in twice["options"][0]
+    assert "k8s_default_memory_mb" in errors_of(root.post(ADD, form | {"k8s_default_memory_mb": "lots"}))
+    response = root.post(ADD, form)
+    assert response.status_code == 302, errors_of(response)
+    connection = CloudConnection.objects.get(cloud_id="k3s-defaults")
+    assert connection.options == {"default_resources": {"cpu": 0.5, "memory_mb": 1024}}
+    page = root.get(f"/admin/clusters/cloudconnection/{connection.pk}/change/").content.decode()
+    assert 'name="k8s_default_cpu"' in page and 'value="0.5"' in page and 'name="os_flavor"' not in page
