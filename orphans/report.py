@@ -102,14 +102,19 @@ class Known:
         instance_ids = _uuids(i.owner.get("instance") for i in items)
         snapshot_ids = _uuids(i.owner.get("snapshot") for i in items)
         attempt_names = {i.owner["attempt"] for i in items if i.owner.get("attempt")}
+        # Every connection of the same kind may own what this cloud holds: two connections can reach one
+        # project (each with its own defaults), so a live server of the other one is not an orphan. Server,
+        # volume, image and instance ids are UUIDs and attempt names unique per installation, so a row of a
+        # connection to another cloud never matches.
+        owners = CloudConnection.objects.filter(backend=connection.backend)
         instances = list(
-            Instance.objects.filter(connection=connection, server_id__in=refs)
-            | Instance.objects.filter(connection=connection, pk__in=instance_ids)
-            | Instance.objects.filter(connection=connection, root_volume_ref__in=refs)
+            Instance.objects.filter(connection__in=owners, server_id__in=refs)
+            | Instance.objects.filter(connection__in=owners, pk__in=instance_ids)
+            | Instance.objects.filter(connection__in=owners, root_volume_ref__in=refs)
         )
         snapshots = list(
-            Snapshot.objects.filter(connection=connection, image_id__in=refs)
-            | Snapshot.objects.filter(connection=connection, pk__in=snapshot_ids)
+            Snapshot.objects.filter(connection__in=owners, image_id__in=refs)
+            | Snapshot.objects.filter(connection__in=owners, pk__in=snapshot_ids)
         )
         images_by_source: dict[str, list[CloudItem]] = {}
         for item in items:
@@ -124,7 +129,9 @@ class Known:
             snapshots_by_id={str(s.pk): s for s in snapshots},
             attempts={
                 a.external_name: a
-                for a in Attempt.objects.filter(external_name__in=attempt_names, task__connection=connection)
+                for a in Attempt.objects.filter(
+                    external_name__in=attempt_names, task__connection__in=owners
+                ).select_related("task__connection")
             },
             images_by_source=images_by_source,
         )
@@ -142,9 +149,10 @@ class Known:
             return f"the boot image of instance {', '.join(names)}" if names else ""
         return ""
 
-    def keeps_finished(self) -> bool:
-        """Connections that keep finished attempts' resources on purpose (retention=keep, keep_finished_jobs)."""
-        options = self.connection.options or {}
+    def keeps_finished(self, attempt: Attempt) -> bool:
+        """The attempt's connection keeps finished attempts' resources on purpose (retention=keep,
+        keep_finished_jobs)."""
+        options = attempt.task.connection.options or {}
         return options.get("retention") == "keep" or bool(options.get("keep_finished_jobs"))
 
 
@@ -212,7 +220,7 @@ def _attempt_rule(item: CloudItem, known: Known, what: str) -> tuple[str, str] |
         return ORPHAN, f"made for attempt {name}, which CloudPivot has no record of"
     if not attempt.is_closed or attempt.cleanup_state != CleanupState.DONE:
         return None
-    if known.keeps_finished():
+    if known.keeps_finished(attempt):
         return None  # kept by the connection's retention setting, not forgotten
     return STALE, (
         f"attempt {name} closed at {attempt.closed_at:%Y-%m-%d %H:%M} UTC and its cleanup is done, "

@@ -26,6 +26,14 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
             return CloudConnection.objects.none()
         return connections_visible_to(user=self.request.user)
 
+    def get_object(self) -> CloudConnection:
+        """A missing or foreign cloud: our 404 naming it, like a task's ("task … not found"), not DRF's."""
+        cloud_id = self.kwargs[self.lookup_field]
+        connection = self.get_queryset().filter(cloud_id=cloud_id).first()
+        if connection is None:
+            raise NotFound(f"cloud {cloud_id} not found")
+        return connection
+
     @extend_schema(
         responses={200: dict},
         summary="Inventory of one kind (Kubernetes: nodes, namespaces, pvcs, pods); "

@@ -183,6 +183,11 @@ class ExecutionBackend:
         """For a Runner backend: {"reason", "console_tail"} when its machine is up but the Runner never called."""
         return None
 
+    def runner_boot_wait(self, attempt: AttemptRef, observation: Observation, *, runner_contact_at: Any) -> str | None:
+        """For a Runner backend whose machine boots first: the words for "still booting, the Runner is not due
+        yet" (the task stays STARTING, the heartbeat deadline does not apply), else None."""
+        return None
+
     def vm_instances(self) -> tuple[bool, str]:
         """Whether this cloud offers persistent VM instances (resources app), and in what words."""
         return False, f"VM instances are not available on the {self.connection.backend} backend"

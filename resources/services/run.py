@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from clusters.selectors import connection_granted, grant_withdrawn_words
@@ -111,6 +112,7 @@ class Runner:
         self.instance: Instance | None = operation.instance
         self.connection = (operation.instance or operation.snapshot).connection
         self.last_view: ServerView | None = None
+        self.last_words = ""  # what was last seen of the thing awaited, for a timeout's message
         self.budget_ends = time.monotonic() + operation_budget_seconds()
 
     @property
@@ -174,6 +176,7 @@ class Runner:
 
         def image_ready():
             image = self.backend.image(image_id)
+            self.last_words = f"image status {image.status}" if image else "no image in the cloud"
             if image is None or image.status in ("killed", "deleted", "deactivated"):
                 raise OperationFailed(
                     f"the snapshot image {image_id} went {image.status if image else 'missing'}", kind="failed"
@@ -274,8 +277,14 @@ class Runner:
         view = self.backend.server(self.instance.server_id) if self.instance.server_id else None
         self.last_view = view
         if view is not None:
+            self.last_words = f"{view.raw_status} task_state={view.task_state or 'none'}"
+        if view is not None:
+            now = timezone.now()
             Instance.objects.filter(pk=self.instance.pk).update(
-                status=view.status, status_reason=server_reason(view), observed_at=timezone.now()
+                status=view.status,
+                status_reason=server_reason(view),
+                observed_at=now,
+                status_changed_at=status_clock(view.status, now),
             )
         return view
 
@@ -294,6 +303,9 @@ class Runner:
         return self.wait(reached, f"{wanted} with no task in flight")
 
     def wait(self, check: Callable[[], Any], what: str) -> Any:
+        """Poll `check` until it answers; past the deadline, fail with what was last seen of the thing awaited
+        (`last_words`: the server's status by default, the image's while a snapshot completes)."""
+        self.last_words = ""
         started = time.monotonic()
         deadline = min(started + _deadline_seconds(), self.budget_ends)
         while True:
@@ -301,8 +313,7 @@ class Runner:
             if found is not None:
                 return found
             if time.monotonic() > deadline:
-                seen = self.last_view
-                last = f"; last seen {seen.raw_status} task_state={seen.task_state or 'none'}" if seen else ""
+                last = f"; last seen {self.last_words}" if self.last_words else ""
                 waited = deadline - started
                 raise OperationFailed(f"not observed within {waited:.0f} s: {what}{last}", kind="timeout")
             time.sleep(_poll_interval())
@@ -336,7 +347,7 @@ class Runner:
         updates: dict[str, Any] = {"operation": None, "updated_at": timezone.now()}
         action = self.operation.action
         if state == OperationState.SUCCEEDED and action == Action.DELETE:
-            updates.update(status=S.DELETED, status_reason="deleted", status_changed_at=timezone.now())
+            updates.update(status=S.DELETED, status_reason="deleted")
         elif state == OperationState.FAILED:
             view = self.last_view
             if (
@@ -350,7 +361,14 @@ class Runner:
                 updates.update(status=S.FAILED, status_reason=server_reason(view))
         # only the Operation the instance's pointer names settles it: a snapshot delete (which points at the
         # snapshot's instance but never holds it) must not free the instance while another action runs
+        if "status" in updates:
+            updates["status_changed_at"] = status_clock(updates["status"], updates["updated_at"])
         Instance.objects.filter(pk=self.instance.pk, operation_id=self.operation.pk).update(**updates)
+
+
+def status_clock(status: str, now: Any) -> Case:
+    """`status_changed_at` for an update that sets `status`: now if the status changes, else unchanged."""
+    return Case(When(status=status, then=F("status_changed_at")), default=Value(now))
 
 
 def server_reason(view: ServerView) -> str:

@@ -19,7 +19,7 @@ from clusters.backends import get_backend
 from clusters.backends.base import BackendError, Observation
 from clusters.models import CloudConnection
 from tasks.choices import EXECUTING, AttemptState, TaskState
-from tasks.models import Attempt
+from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_close, attempt_ref, executing_attempts, stopped_state
 from tasks.services.faults import isolated
 from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
@@ -76,6 +76,11 @@ def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observat
         verdict = _cloud_verdict(backend, attempt, observation)
         if verdict:
             return verdict
+        waiting = backend.runner_boot_wait(
+            attempt_ref(attempt), observation, runner_contact_at=attempt.runner_contact_at
+        )
+        if waiting:
+            return _note_waiting(attempt, waiting, observation)
     last_sign = attempt.last_heartbeat_at or attempt.runner_contact_at or attempt.cloud_created_at or attempt.created_at
     silent_for = (now - last_sign).total_seconds()
     if silent_for > settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS and attempt.task.state != TaskState.UNKNOWN:
@@ -84,6 +89,26 @@ def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observat
     if observation.phase == "gone" and silent_for > 3 * settings.RUNNER_HEARTBEAT_SECONDS:
         return _relaunch(backend, attempt, now)
     return 0
+
+
+def _note_waiting(attempt: Attempt, why: str, observation: Observation) -> int:
+    """A machine still booting before its Runner is due: the task stays STARTING with the reason, said once."""
+    if attempt.observed_reason == why:
+        return 0
+    with transaction.atomic():
+        task, locked = lock_task_and_attempt(attempt)
+        if locked.is_closed or task.state != TaskState.STARTING:
+            return 0
+        locked.observed_phase, locked.observed_reason = observation.phase, why
+        locked.save(update_fields=["observed_phase", "observed_reason", "updated_at"])
+        Task.objects.filter(pk=task.pk).update(state_reason=why)
+        event_append(
+            task=task,
+            type="observed",
+            message=why,
+            data={"attempt": locked.number, "phase": observation.phase, **observation.evidence},
+        )
+    return 1
 
 
 def relaunch_limit() -> int:

@@ -345,3 +345,52 @@ def test_the_admin_report_page_lists_findings_and_scans_on_request(cloud):
     assert "os-dev: " in text.lower() and "listed-server" in text and "Scan the clouds now" in text
     assert OrphanFinding.objects.get(ref=lost.id).category == "orphan"
     assert client.get(CHANGELIST + "scan/").status_code == 405  # scanning is a POST
+
+
+# ---------------------------------------------------------------------------- two connections, one cloud
+def test_a_live_task_server_of_another_connection_to_the_same_cloud_is_not_an_orphan(cloud, monkeypatch):
+    from django_q.conf import Conf
+
+    from tests.builders import admit
+
+    other = CloudConnection.objects.create(
+        cloud_id="os-dev-2",
+        backend="openstack",
+        credentials_ref=cloud.connection.credentials_ref,
+        options={**cloud.connection.options, "flavor": "cp.tiny"},
+    )
+    other.projects.add(cloud.world.alpha)
+    monkeypatch.setattr(Conf, "SYNC", False)  # admitted, its start queued: the test plays the server
+    from tasks.services.submission import task_submit
+
+    task, _ = task_submit(user=cloud.world.bob, document={"cloud": "os-dev-2", "command": ["sleep", "60"]})
+    attempt = admit(task)
+    server = cloud.server(
+        attempt.external_name,
+        [installation_tag()],
+        {**ours(), "cloudpivot_attempt": attempt.external_name, "cloudpivot_task": str(task.pk)},
+    )
+    lost = cloud.server("lost-beside-it", [installation_tag()], ours())
+
+    found = report(cloud)  # os-dev's report: the cloud holds os-dev-2's server too
+
+    assert server.id not in found
+    assert found[lost.id].category == "orphan"
+
+
+def test_a_superuser_deletes_a_connection_with_findings_which_are_closed_with_it_and_audited(cloud):
+    lost = cloud.server("lost-before-delete", [installation_tag()], ours())
+    assert report(cloud)[lost.id].category == "orphan"
+    client = superuser_client()
+    url = f"/admin/clusters/cloudconnection/{cloud.connection.pk}/delete/"
+
+    page = html.unescape(client.get(url).content.decode())
+    assert "permission to delete" not in page
+    response = client.post(url, {"post": "yes"}, follow=True)
+
+    assert response.status_code == 200
+    assert not CloudConnection.objects.filter(cloud_id="os-dev").exists()
+    assert not OrphanFinding.objects.exists()
+    entry = AuditEntry.objects.get(action="clusters:connection-delete")
+    assert (entry.object_ref, entry.actor_name, entry.via) == ("os-dev", "root", "admin")
+    assert [f["ref"] for f in entry.details["orphan_findings_closed"]] == [lost.id]

@@ -223,6 +223,17 @@ class OpenStackBackend(ExecutionBackend):
         """See the module function: for a reconcile loop that ends such a task FAILED at once."""
         return runner_never_reported(self, attempt, observation, runner_contact_at=runner_contact_at)
 
+    def runner_boot_wait(self, attempt: AttemptRef, observation: Observation, *, runner_contact_at: Any) -> str | None:
+        """Before the Runner's first call and within the boot deadline, a server that is building or ACTIVE is
+        a VM still booting: the task waits (STARTING) instead of going UNKNOWN at the heartbeat deadline."""
+        if runner_contact_at is not None or observation.phase != "pending":
+            return None
+        deadline = self.options["boot_deadline_seconds"]
+        evidence = observation.evidence
+        if evidence.get("boot_deadline_passed") or evidence.get("booting_for", 0) > float(deadline):
+            return None
+        return f"waiting for the Runner (booting; up to {float(deadline):g} s)"
+
     def vm_instances(self) -> tuple[bool, str]:
         return True, "Nova servers"
 

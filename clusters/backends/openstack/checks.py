@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.backends.base import BackendError
-from clusters.backends.openstack.client import BLOCK_STORAGE_TYPES, OpenStackClient
+from clusters.backends.openstack.client import BLOCK_STORAGE_TYPES, OpenStackClient, network_names
 
+LISTED = 20  # names listed when a wanted one is missing
 BOOTSTRAP_MODES = ("preinstalled",)  # "fetch" (Runner downloaded from CloudPivot, checked by SHA-256) is planned
 
 
@@ -18,7 +19,7 @@ def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
     def add(what: str, ok: bool, detail: str, required: bool = True) -> None:
         results.append({"what": what, "ok": ok, "required": required, "detail": detail})
 
-    def check_exists(what: str, lookup: Any, configured: bool) -> None:
+    def check_exists(what: str, lookup: Any, configured: bool, existing: Any = None) -> None:
         if not configured:
             add(what.split(" ")[0], False, "no default set in the connection's options")
             return
@@ -27,7 +28,7 @@ def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
         except BackendError as exc:
             add(what, False, exc.message)
             return
-        add(what, bool(found), "exists" if found else "not found in this project")
+        add(what, bool(found), "exists" if found else f"not found in this project{_there_are(client, existing)}")
 
     try:
         conn = client.conn()
@@ -49,19 +50,22 @@ def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
     )
     if "compute" in types:
         flavor = options["flavor"]
-        check_exists(f"flavor {flavor!r}", lambda: conn.compute.find_flavor(flavor), bool(flavor))
+        check_exists(f"flavor {flavor!r}", lambda: conn.compute.find_flavor(flavor), bool(flavor), conn.compute.flavors)
     if "image" in types:
         image = options["image"]
-        check_exists(f"image {image!r}", lambda: conn.image.find_image(image), bool(image))
-    networks = options["networks"]
-    if networks in ("none", None, "", []):
+        check_exists(f"image {image!r}", lambda: conn.image.find_image(image), bool(image), conn.image.images)
+    networks = network_names(options["networks"])
+    if networks == "none":
         add("networks", True, "none: servers boot without a network (the VM must still reach the callback URL)")
+    elif networks == "auto":
+        add("networks", True, "auto: Nova gives each server the project's network (or allocates one)")
     elif "network" in types:
         for name in networks:
-            check_exists(f"network {name!r}", lambda name=name: conn.network.find_network(name), True)
+            find = lambda name=name: conn.network.find_network(name)  # noqa: E731
+            check_exists(f"network {name!r}", find, True, conn.network.networks)
     if options["key_name"]:
         key = options["key_name"]
-        check_exists(f"key pair {key!r}", lambda: conn.compute.find_keypair(key), True)
+        check_exists(f"key pair {key!r}", lambda: conn.compute.find_keypair(key), True, conn.compute.keypairs)
     mode = options["runner_bootstrap"]
     add(
         "runner bootstrap",
@@ -71,3 +75,17 @@ def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
         else f"{mode!r} is not available in this version; use 'preinstalled'",
     )
     return results
+
+
+def _there_are(client: OpenStackClient, lister: Any) -> str:
+    """ "; there are: a, b" — the names that do exist, so a typo is fixed without a second tool."""
+    if lister is None:
+        return ""
+    try:
+        names = sorted({str(item.name) for item in client.call("listing what exists", lambda: list(lister()))})
+    except BackendError:
+        return ""
+    if not names:
+        return "; there are none"
+    shown = ", ".join(names[:LISTED]) + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
+    return f"; there are: {shown}"

@@ -157,11 +157,9 @@ class OpenStackClient:
     # ------------------------------------------------------------------ server-create arguments
     def networks_argument(self) -> Any:
         """The `networks` argument of a server create, from the connection's `networks` option."""
-        networks = self.options["networks"]
-        if networks in ("none", None, "", []):
-            return "none"
-        if networks == "auto":
-            return "auto"
+        networks = network_names(self.options["networks"])
+        if networks in ("none", "auto"):
+            return networks
         conn = self.conn()
         found = []
         for name in networks:
@@ -195,6 +193,13 @@ class OpenStackClient:
                 if path and not os.path.exists(path):
                     raise BackendError(f"the clouds.yaml file {path} does not exist", kind="auth")
                 config = openstack.config.OpenStackConfig(config_files=[path] if path else None)
+                entries = sorted(config.get_cloud_names())
+                if self.options["cloud"] not in entries:
+                    raise BackendError(
+                        f"the clouds.yaml {path or '(default locations)'} has no entry {self.options['cloud']!r}; "
+                        f"its entries: {', '.join(entries) or 'none'}",
+                        kind="auth",
+                    )
                 region_config = config.get_one(cloud=self.options["cloud"], region_name=region, api_timeout=timeout)
                 return openstack.connection.Connection(config=region_config)
             if not path:
@@ -216,6 +221,21 @@ class OpenStackClient:
             )
         except openstack.exceptions.ConfigException as exc:
             raise BackendError(f"cannot use the cloud settings: {exc}", kind="auth") from None
+
+
+def network_names(value: Any) -> str | list[str]:
+    """The `networks` option read one way everywhere: "none", "auto", or a list of network names or ids.
+
+    A single name given as a string is a list of one (never its letters); "none"/"auto" in a list of one
+    mean what they mean alone."""
+    if value in (None, "", [], "none"):
+        return "none"
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    names = [str(name).strip() for name in value if str(name).strip()]
+    if names in (["none"], ["auto"]):
+        return names[0]
+    return names or "none"
 
 
 def allowed_credentials_path(connection: CloudConnection, options: dict[str, Any]) -> str:
@@ -242,6 +262,11 @@ def _read_credential_file(path: str) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as exc:
         raise BackendError(f"cannot read the application-credential file {path}: {exc}", kind="auth") from None
     needed = ("auth_url", "application_credential_id", "application_credential_secret")
+    if isinstance(data, dict) and isinstance(data.get("clouds"), dict):
+        entries = ", ".join(sorted(data["clouds"])) or "none"
+        raise BackendError(
+            f"{path} is a clouds.yaml: name the entry to use in options.cloud (its entries: {entries})", kind="auth"
+        )
     if not isinstance(data, dict) or any(not data.get(key) for key in needed):
         raise BackendError(f"the application-credential file {path} must set {', '.join(needed)}", kind="auth")
     return data

@@ -48,6 +48,9 @@ def server_observation(
         "power_state": server.power_state,
     }
     status = server.status
+    created = parse_time(server.created_at)
+    if created:
+        evidence["booting_for"] = round((now - created).total_seconds(), 1)
     if status == "BUILD":
         return Observation(name, exists=True, phase="pending", reason="the server is being built", evidence=evidence)
     if status == "ACTIVE":

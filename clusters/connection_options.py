@@ -1,0 +1,114 @@
+"""What each backend reads from `CloudConnection.options`: every key with its type, so a typo or a wrong type
+is refused when the connection is saved (a misspelled `flavour` would otherwise be ignored for ever).
+
+The backends keep their defaults (DEFAULT_OPTIONS in their packages); this table only says which keys exist
+and what shape each value has. docs/backends/*.md describe what they mean.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from clusters.choices import BackendKind
+
+TEXT, NUMBER, WHOLE, FLAG, NAMES, MAPPING, NAMES_OR_WORD = "text", "number", "whole", "flag", "names", "map", "nets"
+SHAPES = {
+    TEXT: "a string",
+    NUMBER: "a number",
+    WHOLE: "a whole number (0 or more)",
+    FLAG: "true or false",
+    NAMES: "a list of strings",
+    MAPPING: "an object",
+    NAMES_OR_WORD: '"none", "auto", or a list of network names or ids',
+}
+KNOWN: dict[str, dict[str, str]] = {
+    BackendKind.OPENSTACK: {
+        "cloud": TEXT,
+        "region": TEXT,
+        "flavor": TEXT,
+        "image": TEXT,
+        "networks": NAMES_OR_WORD,
+        "key_name": TEXT,
+        "security_groups": NAMES,
+        "availability_zone": TEXT,
+        "runner_bootstrap": TEXT,
+        "runner_path": TEXT,
+        "runner_python": TEXT,
+        "callback_url": TEXT,
+        "ca_file": TEXT,
+        "retention": TEXT,
+        "boot_deadline_seconds": WHOLE,
+        "api_timeout_seconds": NUMBER,
+    },
+    BackendKind.KUBERNETES: {
+        "context": TEXT,
+        "ca_file": TEXT,
+        "insecure_skip_tls_verify": FLAG,
+        "service_account": TEXT,
+        "image_pull_secrets": NAMES,
+        "node_selector": MAPPING,
+        "tolerations": NAMES_OR_WORD,  # a list of objects; checked as a list below
+        "default_resources": MAPPING,
+        "allowed_node_selectors": MAPPING,
+        "allowed_tolerations": NAMES_OR_WORD,
+        "ttl_seconds_after_finished": WHOLE,
+        "keep_finished_jobs": FLAG,
+        "image_pull_grace_seconds": NUMBER,
+        "request_timeout_seconds": NUMBER,
+        "log_interval_seconds": NUMBER,
+        "log_limit_bytes": WHOLE,
+        # KubeVirt instances on the same connection (docs/backends/kubevirt.md)
+        "vm_flavors": MAPPING,
+        "vm_images": MAPPING,
+        "vm_root_disk": TEXT,  # "containerdisk" or an object; checked below
+    },
+    BackendKind.LOCAL: {"run_as": TEXT, "runs_dir": TEXT},
+}
+LISTS_OF_OBJECTS = {"tolerations", "allowed_tolerations"}
+RETENTION = ("delete", "keep")
+
+
+def option_errors(backend: str, options: Any) -> list[tuple[str, str]]:
+    """[(key, words)] for every unknown key and wrong value; empty when the options are fine."""
+    if not isinstance(options, dict):
+        return [("", "must be a JSON object of option names and values")]
+    known = KNOWN.get(backend, {})
+    errors = []
+    for key, value in options.items():
+        if key not in known:
+            errors.append((key, unknown_words(backend, key)))
+            continue
+        problem = _shape_problem(key, known[key], value)
+        if problem:
+            errors.append((key, problem))
+    return errors
+
+
+def unknown_words(backend: str, key: str) -> str:
+    known = sorted(KNOWN.get(backend, {}))
+    guess = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean '{guess[0]}'?)" if guess else ""
+    return f"unknown option '{key}' for {backend} connections{hint}; known options: {', '.join(known)}"
+
+
+def _shape_problem(key: str, shape: str, value: Any) -> str:
+    if key in LISTS_OF_OBJECTS:
+        ok = isinstance(value, list) and all(isinstance(item, dict) for item in value)
+        return "" if ok else f"'{key}' must be a list of objects"
+    if key == "vm_root_disk":
+        ok = value == "containerdisk" or isinstance(value, dict)
+        return "" if ok else '\'vm_root_disk\' must be "containerdisk" or an object like {"size_gb": 10}'
+    if key == "retention" and value not in RETENTION:
+        return f"'retention' must be one of {', '.join(RETENTION)}, not {value!r}"
+    ok = {
+        TEXT: isinstance(value, str),
+        NUMBER: isinstance(value, int | float) and not isinstance(value, bool) and value >= 0,
+        WHOLE: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+        FLAG: isinstance(value, bool),
+        NAMES: isinstance(value, list) and all(isinstance(item, str) for item in value),
+        MAPPING: isinstance(value, dict),
+        NAMES_OR_WORD: isinstance(value, str)
+        or (isinstance(value, list) and all(isinstance(item, str) for item in value)),
+    }[shape]
+    return "" if ok else f"'{key}' must be {SHAPES[shape]}, not {type(value).__name__} {value!r}"
