@@ -58,7 +58,7 @@ class RingSender:
         self._put_count = 0
         self._sent_count = 0
         self._sent = threading.Condition(self._lock)
-        self._warned_at = 0.0
+        self._warned_at: dict[str, float] = {}
         self._thread = threading.Thread(target=self._run, name="doorbell-sender", daemon=True)
         self._thread.start()
 
@@ -109,7 +109,7 @@ class RingSender:
             rings, dropped, count = self._take()
             try:
                 if dropped:
-                    self._warn(f"{dropped} doorbells dropped (more than {MAX_PENDING} waiting)")
+                    self._warn("dropped", f"{dropped} doorbells dropped (more than {MAX_PENDING} waiting)")
                 layer = get_channel_layer()
                 if layer is None or not rings:
                     continue
@@ -117,22 +117,25 @@ class RingSender:
                     layer.send_threadsafe(rings)
                 elif isinstance(layer, InMemoryChannelLayer):
                     self._warn(
+                        "in-memory",
                         "channels' InMemoryChannelLayer cannot be rung from a thread; configure "
-                        "cloudpivot.channel_layer.InProcessChannelLayer (doorbells are dropped)"
+                        "cloudpivot.channel_layer.InProcessChannelLayer (doorbells are dropped)",
                     )
                 else:
                     if own_layer is None:
                         own_layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
                     loop.run_until_complete(asyncio.wait_for(_send_all(own_layer, rings), RING_TIMEOUT_SECONDS))
             except Exception as exc:
-                self._warn(f"{len(rings)} doorbells lost ({exc!r}); listeners re-read the database")
+                kinds = ", ".join(sorted({str(message.get("type")) for _, message in rings}))
+                self._warn(kinds, f"doorbell {kinds} lost ({exc!r}); listeners re-read the database")
             finally:
                 self._done(count)
 
-    def _warn(self, text: str) -> None:
+    def _warn(self, what: str, text: str) -> None:
+        """Log a warning, at most once per WARN_EVERY_SECONDS for each kind of trouble."""
         now = time.monotonic()
-        if now - self._warned_at >= WARN_EVERY_SECONDS:
-            self._warned_at = now
+        if now - self._warned_at.get(what, -WARN_EVERY_SECONDS) >= WARN_EVERY_SECONDS:
+            self._warned_at[what] = now
             logger.warning("%s", text)
 
 
