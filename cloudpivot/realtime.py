@@ -1,7 +1,8 @@
 """The doorbell: tell websocket listeners that a task has something new.
 
 The database is the record; a lost ring costs a client nothing but latency (consumers
-re-read the database from their last position), so ringing never raises.
+re-read the database from their last position), so ringing never raises. Ringing only hands
+the rings to this process's sender thread (cloudpivot/ring_sender.py), which sends them.
 
 Messages (channel layer, JSON-native):
 - to `task.<task id>`:    {"type": "task.changed", "task_id", "seq"}   a new TaskEvent (state changes included)
@@ -20,12 +21,13 @@ import threading
 import time
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import connections, transaction
 
+from cloudpivot import ring_sender
+
 logger = logging.getLogger(__name__)
-# A ring is worth no more than this much of a request's time (Redis away: the 1 s re-reads cover it).
+# How long the reconcile relay gives a shared layer to forget its channel.
 RING_TIMEOUT_SECONDS = 1.0
 
 
@@ -42,18 +44,13 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
 
 
 def _send_each(messages: list[tuple[str, dict[str, Any]]]) -> None:
-    """Every (group, message) in one hop into the event loop, sent side by side; a layer that does not
-    answer is given up on."""
-    layer = get_channel_layer()
-    if layer is None or not messages:
+    """Hand (group, message) pairs to this process's sender thread (cloudpivot/ring_sender.py): the caller
+    (a commit hook, a request's thread) never waits for the channel layer. Never raises."""
+    if not messages:
         return
-
-    async def send_all() -> None:
-        await asyncio.gather(*(layer.group_send(group, message) for group, message in messages))
-
     try:
-        async_to_sync(asyncio.wait_for)(send_all(), RING_TIMEOUT_SECONDS)
-    except Exception as exc:
+        ring_sender.sender().put(messages)
+    except Exception as exc:  # e.g. no thread can be started at interpreter exit
         logger.warning("doorbell %s lost (%s); listeners re-read the database", messages[0][1].get("type"), exc)
 
 
@@ -79,8 +76,8 @@ def ring_log_on_commit(*, task_id: Any, position: int) -> None:
 
 
 class _Rings:
-    """The doorbells one transaction rings at commit, all in one hop into the event loop: a batch of Runner
-    reports for many tasks costs one hop, not one per task and kind. Registered in a savepoint that is
+    """The doorbells one transaction rings at commit, handed to the sender in one go: a batch of Runner
+    reports for many tasks rings each task once, with its last seq and log position. Registered in a savepoint that is
     rolled back, it goes with it (what it held was rolled back too; a later ring registers a new one)."""
 
     def __init__(self) -> None:
@@ -121,11 +118,11 @@ def ring_agents() -> bool:
     With the in-process layer a ring reaches only this process's long-polls: a caller that gets False
     pokes the agent on this host directly (clusters/backends/local.py). With Redis it reaches them all.
     """
-    _send([AGENT_DOORBELL], {"type": "agent.doorbell"})
     layer = get_channel_layer()
-    if layer is None or not isinstance(layer, InMemoryChannelLayer):
-        return True
-    return bool(layer.groups.get(AGENT_DOORBELL))
+    if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(AGENT_DOORBELL):
+        return False  # nobody here listens: nothing to send
+    _send([AGENT_DOORBELL], {"type": "agent.doorbell"})
+    return True
 
 
 # The reconciler (tasks/services/ticker.py) sleeps while nothing is due and wakes on this doorbell.

@@ -7,6 +7,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from cloudpivot.accounts.models import Project, Role
+from cloudpivot.accounts.selectors import project_for_submission, roles_at_least
 from cloudpivot.exceptions import InvalidSpec
 from clusters.models import CloudConnection
 
@@ -32,6 +34,28 @@ def connection_for_user(*, user: AbstractBaseUser, cloud_id: str) -> CloudConnec
             errors=[{"field": "cloud", "message": f"unknown cloud '{cloud_id}'; clouds you may use: {available}"}],
         )
     return connection
+
+
+def submission_target(*, user: AbstractBaseUser, cloud_id: str, slug: str | None) -> tuple[CloudConnection, Project]:
+    """The connection a submit names in `cloud` and the project it goes to (`project`, or else the only one).
+
+    The usual case in one query: the user is submitter or admin in exactly one project (the named one, if
+    named) that is granted this cloud. Anything else (no such project, several, platform staff) goes the
+    longer way, connection_for_user and project_for_submission, which pick for staff and word each refusal.
+    """
+    if not user.is_superuser:
+        grants = CloudConnection.projects.through.objects.filter(
+            cloudconnection__cloud_id=cloud_id,
+            project__memberships__user=user,
+            project__memberships__role__in=roles_at_least(Role.SUBMITTER),
+        ).select_related("cloudconnection", "project")
+        if slug:
+            grants = grants.filter(project__slug=slug)
+        found = list(grants[:2])
+        if len(found) == 1:
+            return found[0].cloudconnection, found[0].project
+    connection = connection_for_user(user=user, cloud_id=cloud_id)
+    return connection, project_for_submission(user=user, connection=connection, slug=slug)
 
 
 def connection_granted(*, connection_id: Any, project_id: Any) -> bool:

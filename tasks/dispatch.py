@@ -38,6 +38,16 @@ def enqueue_admission() -> None:
         realtime.ring_reconciler()
 
 
+def wake_for_submitted(*, backend: str, connection_id: int) -> None:
+    """A task was submitted: wake whoever admits it. It changes nothing for the tasks already waiting, so,
+    unlike enqueue_admission, this asks the database nothing when the connection's agent heard the ring
+    (a submit's hot path): a `local` task wakes its agent (and the reconciler only when no agent heard:
+    the pass launches one), any other cloud's task the reconciler."""
+    if backend == LOCAL and local_agent_wake(connection_id=connection_id):
+        return
+    realtime.ring_reconciler()
+
+
 def wake_admission_if_waiting() -> None:
     """Quota was freed: wake admission, but only if some task waits for it (the usual answer is no)."""
     if Task.objects.filter(state=TaskState.PENDING).exists():

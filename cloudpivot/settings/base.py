@@ -217,7 +217,8 @@ if REDIS_URL:
 if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # channels' in-memory layer, ringable from the doorbell sender's thread (cloudpivot/channel_layer.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "cloudpivot.channel_layer.InProcessChannelLayer"}}
 
 # ---------------------------------------------------------------- django-q2
 # Rule from django-q2's docs: `timeout` must be shorter than `retry`, or a slow job runs twice at once.

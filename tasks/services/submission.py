@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -10,9 +11,8 @@ from django.db import IntegrityError, transaction
 from cloudpivot import realtime
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.project_secrets import secret_references_check
-from cloudpivot.accounts.selectors import project_for_submission
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
-from clusters.selectors import connection_for_user
+from clusters.selectors import submission_target
 from clusters.task_checks import task_spec_check
 from tasks import dispatch
 from tasks.models import Task, TaskEvent
@@ -35,8 +35,7 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
         if existing:
             return existing, False
     spec = spec_normalize(document)
-    connection = connection_for_user(user=user, cloud_id=spec["cloud"])
-    project = project_for_submission(user=user, connection=connection, slug=spec.get("project"))
+    connection, project = submission_target(user=user, cloud_id=spec["cloud"], slug=spec.get("project"))
     if spec.get("secrets"):
         secret_references_check(project_id=project.pk, references=spec["secrets"])
     spec = task_spec_check(connection=connection, project=project, spec=spec)  # the cloud's checks, the footprint
@@ -66,7 +65,9 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
                 data={"cloud": connection.cloud_id, "project": project.slug},
             )
             realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=1)
-            transaction.on_commit(dispatch.enqueue_admission)
+            transaction.on_commit(
+                partial(dispatch.wake_for_submitted, backend=connection.backend, connection_id=connection.pk)
+            )
     except IntegrityError:
         existing = _task_for_key(user=user, key=idempotency_key, digest=digest) if idempotency_key else None
         if existing is None:

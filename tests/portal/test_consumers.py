@@ -165,7 +165,7 @@ async def test_the_doorbell_wakes_the_stream_without_waiting_for_the_poll(world,
 
 async def test_polling_finds_changes_when_the_doorbell_is_lost(world, fast_poll, monkeypatch):
     """Daphne and the workers are separate processes: with the in-memory layer no doorbell arrives."""
-    monkeypatch.setattr(realtime, "_send", lambda groups, message: None)
+    monkeypatch.setattr(realtime, "_send_each", lambda messages: None)
     task, attempt = await db(running)(world.bob)
     comm = communicator(f"/ws/tasks/{task.pk}/?after_seq={task.last_event_seq}", world.bob)
     await comm.connect(timeout=5)

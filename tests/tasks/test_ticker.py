@@ -88,3 +88,19 @@ def test_the_ticker_runs_no_passes_for_nothing_but_at_once_for_new_work(world, o
     rung = time.monotonic()
     thread.join(timeout=30)
     assert len(passes) >= 2 and passes[1] - rung < 1.0, "new work waited for the ticker's next round"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_local_submit_wakes_the_reconciler_only_when_no_agent_heard_it(world, monkeypatch):
+    from cloudpivot import realtime
+
+    with ReconcileDoorbell() as doorbell:
+        doorbell.wait(0)
+        monkeypatch.setattr(realtime, "ring_agents", lambda: False)  # no long-poll here, and no agent runs
+        task_submit(user=world.bob, document=hello_spec())
+        assert doorbell.wait(10) is True  # the pass launches the agent
+        while doorbell.wait(1):  # with Redis the same ring comes a second time, through the relay
+            pass
+        monkeypatch.setattr(realtime, "ring_agents", lambda: True)  # an agent's long-poll heard the ring
+        task_submit(user=world.bob, document=hello_spec())
+        assert doorbell.wait(0.5) is False
