@@ -48,9 +48,20 @@ class LaunchChoices:
 
 
 def launch_clouds(*, user: AbstractBaseUser) -> list[CloudConnection]:
-    """Connections of an instance-capable kind on which one of the user's projects lets them submit."""
+    """Connections with VM instances on which one of the user's projects lets them submit."""
     rows = connections_visible_to(user=user).filter(backend__in=INSTANCE_BACKENDS).order_by("cloud_id")
-    return [c for c in rows if projects_user_may_submit_to(user=user, connection_id=c.pk).exists()]
+    allowed = [c for c in rows if projects_user_may_submit_to(user=user, connection_id=c.pk).exists()]
+    return [c for c in allowed if _serves_instances(c)]
+
+
+def _serves_instances(connection: CloudConnection) -> bool:
+    """False only where the cloud says it has none (a cluster without KubeVirt; asked once a minute).
+    An unreachable cloud stays listed: choosing it shows why it cannot be read."""
+    try:
+        get_instance_backend(connection)
+    except Unsupported:
+        return False
+    return True
 
 
 def launch_choices(*, user: AbstractBaseUser, clouds: list[CloudConnection], cloud: str, project: str) -> LaunchChoices:
@@ -77,6 +88,7 @@ def launch_choices(*, user: AbstractBaseUser, clouds: list[CloudConnection], clo
     choices.images = [(value, label) for value, label in images if value not in snapshot_images]
     choices.free_image = not images and connection.backend == "kubernetes"  # a container-disk reference
     if chosen is not None:
+        flavors = sorted(flavors, key=lambda f: (f.vcpus, f.memory_mb, f.disk_gb, f.name))  # as flavor_fitting
         choices.sizes = [SizeChoice(flavor, _refusal(flavor, chosen, connection)) for flavor in flavors]
         snapshots = selectors.snapshots_visible_to(user=user).filter(
             project=chosen, connection=connection, status=SnapshotStatus.AVAILABLE

@@ -184,3 +184,51 @@ def test_the_projects_own_snapshots_are_offered_and_launch_through_the_restore_p
     assert response.status_code == 302
     operation = Operation.objects.get(action="create")
     assert operation.snapshot == mine and operation.instance.image == image_id
+
+
+def test_a_kubevirt_cloud_offers_its_sizes_and_takes_a_container_disk_reference(world, kube, token_file):
+    kube.serve_kubevirt()
+    sizes = {"small": {"vcpus": 1, "memory_mb": 1024}, "big": {"vcpus": 2, "memory_mb": 4096}}
+    connection = CloudConnection.objects.create(
+        cloud_id="kv-lab",
+        backend="kubernetes",
+        endpoint=kube.url,
+        scope="tasks",
+        credentials_ref=f"token-file:{token_file}",
+        options={"vm_flavors": sizes},
+    )
+    connection.projects.add(world.alpha)
+    Quota.objects.create(project=world.alpha, max_vcpu=1)
+    bob = page_client(world.bob)
+    html = bob.get("/instances/new/?cloud=kv-lab").content.decode()
+    assert '<option value="kv-lab" selected>kv-lab (kubernetes)</option>' in html
+    small = re.search(r'<tr data-size="small".*?</tr>', html, re.S).group(0)
+    big = re.search(r'<tr data-size="big".*?</tr>', html, re.S).group(0)
+    assert "1024 MB" in small and " checked" in small and "data-refused" not in small
+    assert "4096 MB" in big and "data-refused" in big and "quota exceeded: vCPU 2/1 left" in big
+    assert '<input type="text" name="image" id="id_image"' in html  # any container-disk reference
+    response = launch(bob, cloud="kv-lab", flavor="small", image="not a reference!")
+    assert response.status_code == 400
+    assert "is not a container image reference" in field_errors(response.content.decode(), "image")
+    response = launch(bob, cloud="kv-lab", flavor="small", image="quay.io/containerdisks/fedora:40")
+    assert response.status_code == 302
+    instance = Instance.objects.get()
+    assert (instance.backend, instance.flavor, instance.vcpus, instance.image) == (
+        "kubernetes",
+        "small",
+        1,
+        "quay.io/containerdisks/fedora:40",
+    )
+
+
+def test_a_cluster_without_kubevirt_is_not_offered(world, kube, token_file):
+    connection = CloudConnection.objects.create(
+        cloud_id="kube-plain",
+        backend="kubernetes",
+        endpoint=kube.url,
+        scope="tasks",
+        credentials_ref=f"token-file:{token_file}",
+    )
+    connection.projects.add(world.alpha)
+    html = page_client(world.bob).get("/instances/new/").content.decode()
+    assert "kube-plain" not in html and 'id="launch-none"' in html
