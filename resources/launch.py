@@ -47,11 +47,12 @@ class LaunchChoices:
     problem: str = ""  # the cloud could not be read, in words
 
 
-def launch_clouds(*, user: AbstractBaseUser) -> list[CloudConnection]:
-    """Connections with VM instances on which one of the user's projects lets them submit."""
+def launch_clouds(*, user: AbstractBaseUser, ask_clouds: bool = True) -> list[CloudConnection]:
+    """Connections with VM instances on which one of the user's projects lets them submit. Without
+    `ask_clouds` (the instance list's Launch button) no cluster is asked whether it serves KubeVirt."""
     rows = connections_visible_to(user=user).filter(backend__in=INSTANCE_BACKENDS).order_by("cloud_id")
     allowed = [c for c in rows if projects_user_may_submit_to(user=user, connection_id=c.pk).exists()]
-    return [c for c in allowed if _serves_instances(c)]
+    return [c for c in allowed if not ask_clouds or _serves_instances(c)]
 
 
 def _serves_instances(connection: CloudConnection) -> bool:

@@ -62,7 +62,7 @@ def instance_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(instances, 25).get_page(request.GET.get("page"))
     for instance in page.object_list:
         instance.badge = STATUS_BADGE.get(instance.status, "grey")
-    can_launch = bool(launch_clouds(user=request.user))
+    can_launch = bool(launch_clouds(user=request.user, ask_clouds=False))
     return render(request, "resources/instance_list.html", {"page": page, "can_launch": can_launch})
 
 
