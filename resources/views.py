@@ -1,4 +1,5 @@
-"""Instance pages: list and detail (live status by htmx polling, action buttons, operations, snapshots).
+"""Instance pages: list, launch form and detail (live status by htmx polling, action buttons, operations,
+snapshots).
 
 Every path starts from resources.selectors (a foreign or missing instance is a 404); the buttons post
 to one view that calls the same services as the API, so the state table, quotas and idempotency hold.
@@ -21,6 +22,7 @@ from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import ApplicationError, NotFound, PermissionDenied
 from clusters.metrics.series import instance_charts
 from resources import selectors, services
+from resources.api.serializers import InstanceCreateSerializer, SnapshotRestoreSerializer
 from resources.choices import (
     ALLOWED_FROM,
     OPEN_OPERATION_STATES,
@@ -29,7 +31,10 @@ from resources.choices import (
     SnapshotStatus,
     state_table_key,
 )
+from resources.forms import InstanceLaunchForm
+from resources.launch import SNAPSHOT_PREFIX, launch_choices, launch_clouds
 from resources.models import Instance
+from tasks.forms import new_idempotency_key
 
 BUTTONS = [  # (action, extra params, label); shown where resources.choices.ALLOWED_FROM allows them
     ("start", {}, "Start"),
@@ -57,7 +62,78 @@ def instance_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(instances, 25).get_page(request.GET.get("page"))
     for instance in page.object_list:
         instance.badge = STATUS_BADGE.get(instance.status, "grey")
-    return render(request, "resources/instance_list.html", {"page": page})
+    can_launch = bool(launch_clouds(user=request.user, ask_clouds=False))
+    return render(request, "resources/instance_list.html", {"page": page, "can_launch": can_launch})
+
+
+# ---------------------------------------------------------------------------- launch
+@login_required
+def instance_launch(request: HttpRequest) -> HttpResponse:
+    """Launch form. Changing the cloud or project re-renders it (htmx picks the choices part); sending it
+    validates with the API's request shape and calls the same create service, whose refusals come back next
+    to the field they name. A hidden idempotency key makes a double click one instance."""
+    clouds = launch_clouds(user=request.user)
+    source = request.POST if request.method == "POST" else request.GET
+    if request.method == "POST" and not clouds:
+        raise DjangoPermissionDenied("None of your projects lets you launch instances (submitter or admin needed).")
+    choices = launch_choices(
+        user=request.user, clouds=clouds, cloud=source.get("cloud", ""), project=source.get("project", "")
+    )
+    options = {"clouds": [c.cloud_id for c in clouds], "projects": [p.slug for p in choices.projects]}
+    status = 200
+    if request.method == "POST":
+        form = InstanceLaunchForm(request.POST, **options)
+        if form.is_valid():
+            operation = _launch(request, form)
+            if operation is not None:
+                messages.success(request, f"Launch of {operation.instance.name} requested; its progress is below.")
+                return redirect("resources:instance_detail", instance_id=operation.instance_id)
+        form.describe_errors()
+        form.data = form.data.copy()
+        form.data["idempotency_key"] = new_idempotency_key()  # the corrected form is a new request
+        status = 400
+    else:
+        initial = {key: source[key] for key in ("name", "flavor", "image") if source.get(key)}
+        if choices.connection is not None:
+            project = choices.project.slug if choices.project else ""
+            initial |= {"cloud": choices.connection.cloud_id, "project": project}
+        form = InstanceLaunchForm(initial=initial | {"idempotency_key": new_idempotency_key()}, **options)
+    chosen = {name: form[name].value() or "" for name in ("flavor", "image")}
+    if not chosen["flavor"]:  # preselect the smallest size that fits
+        chosen["flavor"] = next((size.flavor.name for size in choices.sizes if not size.refusal), "")
+    context = {"form": form, "clouds": clouds, "choices": choices, "chosen": chosen}
+    return render(request, "resources/instance_launch.html", context, status=status)
+
+
+def _launch(request: HttpRequest, form: InstanceLaunchForm):
+    """The API's path: InstanceCreateSerializer, then instance_create (a snapshot: the restore's create)."""
+    data = {key: form.cleaned_data[key] for key in ("name", "cloud", "project", "flavor", "image")}
+    key = form.cleaned_data.get("idempotency_key") or ""
+    image = data.pop("image")
+    snapshot = None
+    if image.startswith(SNAPSHOT_PREFIX):
+        serializer = SnapshotRestoreSerializer(data={k: data[k] for k in ("name", "flavor", "project")})
+        try:
+            snapshot = selectors.snapshot_get_for_user(user=request.user, snapshot_id=image[len(SNAPSHOT_PREFIX) :])
+        except NotFound as exc:
+            form.add_error("image", exc.message)
+            return None
+    else:
+        serializer = InstanceCreateSerializer(data=data | {"image": image})
+    if not serializer.is_valid():
+        form.add_field_errors(serializer.errors)
+        return None
+    try:
+        operation, _ = services.instance_create(
+            user=request.user, data=dict(serializer.validated_data), idempotency_key=key, snapshot=snapshot
+        )
+    except ApplicationError as exc:
+        if snapshot is not None and exc.errors is None and exc.code != "quota_exceeded":
+            form.add_error("image", exc.message)  # the snapshot cannot be restored now (its state, the cloud)
+        else:
+            form.add_service_errors(exc)
+        return None
+    return operation
 
 
 def _detail_context(request: HttpRequest, instance: Instance) -> dict[str, Any]:

@@ -79,6 +79,15 @@ class InstanceBackend:
     def image_ref(self, name: str) -> str:
         raise NotImplementedError
 
+    def flavors(self) -> list[FlavorView]:
+        """Every flavor (or VM size) the cloud offers, smallest first: the launch form's size list."""
+        raise NotImplementedError
+
+    def images(self) -> list[tuple[str, str]]:
+        """(value for image_ref, label) of the bootable images a new instance may use; [] when any
+        reference is accepted (KubeVirt without a site image list: a container-disk reference)."""
+        raise NotImplementedError
+
     def create(self, request: CreateRequest) -> str:
         """Ask for the server; returns its id. Idempotent on `instance_id` (adopts a server already made)."""
         raise NotImplementedError

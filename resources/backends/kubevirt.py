@@ -177,6 +177,15 @@ class KubeVirtInstances(InstanceBackend):
             )
         return min(fitting, key=lambda size: (size.vcpus, size.memory_mb, size.disk_gb, size.name))
 
+    def flavors(self) -> list[FlavorView]:
+        sizes = [self.flavor(name) for name in (self.options.get("vm_flavors") or DEFAULT_FLAVORS)]
+        return sorted(sizes, key=lambda size: (size.vcpus, size.memory_mb, size.disk_gb, size.name))
+
+    def images(self) -> list[tuple[str, str]]:
+        """The site's named VM images (`vm_images`), if it lists any; else any container-disk reference goes."""
+        images = self.options.get("vm_images") or {}
+        return [(name, f"{name} ({images[name]})") for name in sorted(images)]
+
     def image_ref(self, name: str) -> str:
         images = self.options.get("vm_images") or {}
         if images:

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from clusters.backends.openstack import META_INSTALLATION, OpenStackClient, installation_tag
+from clusters.backends.openstack.inventory import inventory
 from clusters.models import CloudConnection
 from resources.backends.base import (
     BackendError,
@@ -110,6 +111,21 @@ class OpenStackInstances(InstanceBackend):
             raise BackendError(f"the {self.connection.cloud_id} cloud has no image {name!r}", kind="not_found")
         self._snapshot_refs[image.id] = str((image.properties or {}).get("cloudpivot_snapshot") or "")
         return image.id
+
+    def flavors(self) -> list[FlavorView]:
+        """The inventory's flavor list (clusters.backends.openstack.inventory), smallest first."""
+        return [
+            FlavorView(
+                id=f["id"], name=f["name"], vcpus=f["vcpus"] or 0, memory_mb=f["ram_mb"] or 0, disk_gb=f["disk_gb"] or 0
+            )
+            for f in inventory(self.client, "flavors")
+        ]
+
+    def images(self) -> list[tuple[str, str]]:
+        """The inventory's active images, by id (names may repeat in Glance), named for people."""
+        rows = [i for i in inventory(self.client, "images") if i["status"] == "active"]
+        rows.sort(key=lambda i: ((i["name"] or "").lower(), i["id"]))
+        return [(i["id"], i["name"] or i["id"]) for i in rows]
 
     def image_snapshot_ref(self, image_id: str) -> str:
         """The CloudPivot snapshot an image was made as ('' if none): its `cloudpivot_snapshot` property.

@@ -114,7 +114,7 @@ def _cloud_read(what: str, field: str, function, *args):
         raise cloud_error(exc, doing=what, field=field) from None
 
 
-def _check_site_limits(flavor) -> None:
+def check_site_limits(flavor) -> None:
     """Site limits on one instance's size (settings INSTANCE_MAX_VCPUS / INSTANCE_MAX_MEMORY_MB)."""
     max_vcpus = getattr(settings, "INSTANCE_MAX_VCPUS", 16)
     max_memory = getattr(settings, "INSTANCE_MAX_MEMORY_MB", 65536)
@@ -161,13 +161,13 @@ def instance_create(
     if data.get("flavor"):
         flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
     else:
-        _check_site_limits(SimpleNamespace(name="asked for", vcpus=data["vcpus"], memory_mb=data["memory_mb"]))
+        check_site_limits(SimpleNamespace(name="asked for", vcpus=data["vcpus"], memory_mb=data["memory_mb"]))
         flavor = _cloud_read(
             "choosing a flavor",
             "vcpus",
             lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
         )
-    _check_site_limits(flavor)
+    check_site_limits(flavor)
     if snapshot is not None:
         image = snapshot.image_id
     else:
@@ -371,7 +371,7 @@ def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> 
             raise InvalidSpec("name the new flavor", errors=[{"field": "flavor", "message": "required"}])
         backend = _backend(instance.connection)
         flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, params["flavor"])
-        _check_site_limits(flavor)
+        check_site_limits(flavor)
         if flavor.name == instance.flavor:
             raise InvalidSpec(
                 f"the instance already has flavor {flavor.name}",

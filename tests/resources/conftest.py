@@ -12,9 +12,12 @@ from types import SimpleNamespace
 import openstack
 import openstack.config
 import pytest
+from django.db import connection as db_connection
 from django_q.conf import Conf
 
 from clusters.models import CloudConnection
+from resources.models import Operation
+from resources.services import operation_run
 from tests.plugins.openstack import INSTALLATION
 
 
@@ -81,3 +84,28 @@ def snapshot_filler(openstack_cloud):
     thread.join(timeout=10)
     for image_id in filled:
         conn.image.delete_image(image_id, ignore_missing=True)
+
+
+@pytest.fixture
+def operations_worker(os_instances):
+    """The test process plays the worker for pages served by the live Daphne (which only queues jobs)."""
+    stop, errors = threading.Event(), []
+
+    def loop():
+        try:
+            while not stop.is_set():
+                for pk in list(Operation.objects.filter(state="pending").values_list("pk", flat=True)):
+                    try:
+                        operation_run(operation_id=str(pk))
+                    except Exception as exc:  # reported at teardown
+                        errors.append(exc)
+                stop.wait(0.2)
+        finally:
+            db_connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=90)
+    assert not errors, errors
