@@ -34,7 +34,7 @@ urlpatterns = [
     path("", include("resources.urls")),
     path("", include("notifications.urls")),
     # Personal settings and project pages (tokens, email, members, quotas): their own block and module.
-    path("", include("cloudpivot.portal_urls")),
+    path("", include("cloudpivot.accounts.urls")),
     # (end of the settings and project pages block)
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from cloudpivot.exceptions import ApplicationError
-from cloudpivot.portal_forms import FieldErrorsMixin
+from cloudpivot.form_errors import FieldErrorsMixin
 
 # The service's and the serializer's field names → the form field showing them (a size is one choice here).
 FIELD_OF = {"vcpus": "flavor", "memory_mb": "flavor", "instance": "image", "snapshot": "image"}

@@ -2,8 +2,9 @@
 
 from django.urls import path
 
-from cloudpivot import personal_settings, project_pages
 from cloudpivot.accounts import views as secret_pages
+from cloudpivot.accounts.portal import project_pages
+from cloudpivot.accounts.portal import settings_pages as personal_settings
 
 app_name = "accounts"
 urlpatterns = [

@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.models import Project, Role
+from cloudpivot.accounts.portal.forms import MemberAddForm
 from cloudpivot.accounts.selectors import project_role, projects_visible_to
 from cloudpivot.accounts.services import (
     membership_add,
@@ -27,7 +28,6 @@ from cloudpivot.accounts.services import (
     require_project_admin,
 )
 from cloudpivot.exceptions import ApplicationError, PermissionDenied
-from cloudpivot.portal_forms import MemberAddForm
 from cloudpivot.quota_bars import project_quota_cards, project_usage_card
 from notifications.models import WebhookEndpoint
 

@@ -17,9 +17,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.models import ApiToken
+from cloudpivot.accounts.portal.forms import ApiTokenForm, EmailPreferenceForm
 from cloudpivot.accounts.services import api_token_create, api_token_revoke
 from cloudpivot.exceptions import ApplicationError
-from cloudpivot.portal_forms import ApiTokenForm, EmailPreferenceForm
 from notifications.mail import preference
 
 
