@@ -126,8 +126,8 @@ class RingSender:
                         own_layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
                     loop.run_until_complete(asyncio.wait_for(_send_all(own_layer, rings), RING_TIMEOUT_SECONDS))
             except Exception as exc:
-                kinds = ", ".join(sorted({str(message.get("type")) for _, message in rings}))
-                self._warn(kinds, f"doorbell {kinds} lost ({exc!r}); listeners re-read the database")
+                for kind in sorted({str(message.get("type")) for _, message in rings}):
+                    self._warn(kind, f"doorbell {kind} lost ({exc!r}); listeners re-read the database")
             finally:
                 self._done(count)
 
