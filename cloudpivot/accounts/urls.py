@@ -2,8 +2,7 @@
 
 from django.urls import path
 
-from cloudpivot.accounts import views as secret_pages
-from cloudpivot.accounts.portal import project_pages
+from cloudpivot.accounts.portal import project_pages, secret_pages
 from cloudpivot.accounts.portal import settings_pages as personal_settings
 
 app_name = "accounts"

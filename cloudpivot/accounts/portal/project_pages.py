@@ -32,7 +32,8 @@ from cloudpivot.quota_bars import project_quota_cards, project_usage_card
 from notifications.models import WebhookEndpoint
 
 
-def _project_or_404(request: HttpRequest, slug: str) -> Project:
+def project_or_404(request: HttpRequest, slug: str) -> Project:
+    """The project by its slug if the user may see it; a 404 alike for a missing and a foreign one."""
     project = projects_visible_to(user=request.user).filter(slug=slug).first()
     if project is None:
         raise Http404("No such project.")
@@ -75,14 +76,14 @@ def project_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _project_or_404(request, slug)
+    project = project_or_404(request, slug)
     return render(request, "accounts/project_detail.html", _detail_context(request, project))
 
 
 @login_required
 @require_POST
 def member_add(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _project_or_404(request, slug)
+    project = project_or_404(request, slug)
     form = MemberAddForm(request.POST)
     status = 400
     try:
@@ -105,7 +106,7 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def member_act(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
     """One target for a member row's buttons: `action=role` (with `role`) or `action=remove`."""
-    project = _project_or_404(request, slug)
+    project = project_or_404(request, slug)
     membership = project.memberships.select_related("user", "project").filter(pk=membership_id).first()
     if membership is None:
         raise Http404("No such member.")

@@ -6,21 +6,15 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.models import Project, Role
+from cloudpivot.accounts.portal.project_pages import project_or_404
 from cloudpivot.accounts.project_secrets import project_secrets, secret_create, secret_delete
-from cloudpivot.accounts.selectors import project_role, projects_visible_to, role_at_least
+from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import ApplicationError
-
-
-def _project_or_404(request: HttpRequest, slug: str) -> Project:
-    project = projects_visible_to(user=request.user).filter(slug=slug).first()
-    if project is None:
-        raise Http404("no such project")
-    return project
 
 
 def _context(request: HttpRequest, project: Project, **extra: Any) -> dict[str, Any]:
@@ -36,14 +30,14 @@ def _context(request: HttpRequest, project: Project, **extra: Any) -> dict[str, 
 @login_required
 @require_GET
 def secret_list(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _project_or_404(request, slug)
+    project = project_or_404(request, slug)
     return render(request, "accounts/secret_list.html", _context(request, project))
 
 
 @login_required
 @require_POST
 def secret_add(request: HttpRequest, slug: str) -> HttpResponse:
-    project = _project_or_404(request, slug)
+    project = project_or_404(request, slug)
     name = request.POST.get("name", "").strip()
     try:
         secret_create(user=request.user, project=project, name=name, value=request.POST.get("value", ""))
@@ -58,7 +52,7 @@ def secret_add(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def secret_remove(request: HttpRequest, slug: str, name: str) -> HttpResponse:
-    project = _project_or_404(request, slug)
+    project = project_or_404(request, slug)
     try:
         secret_delete(user=request.user, project=project, name=name)
     except ApplicationError as exc:
