@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models.signals import post_save
 from django.utils import timezone
 
+from cloudpivot.rows import objects_insert
 from notifications.models import FeedEvent
 from resources.models import Operation
 from tasks.models import TaskEvent
@@ -40,7 +41,7 @@ def task_event_saved(sender: Any, instance: TaskEvent, created: bool, raw: bool 
 
 def task_events_saved(sender: Any, events: list[TaskEvent], **kwargs: Any) -> None:
     """Events inserted in bulk (a Runner's batch of progress reports) send no post_save: one INSERT copies them."""
-    FeedEvent.objects.bulk_create([task_event_entry(event) for event in events])
+    objects_insert(FeedEvent, [task_event_entry(event) for event in events])
 
 
 def task_event_entry(event: TaskEvent) -> FeedEvent:

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cloudpivot import realtime
+from cloudpivot.rows import objects_insert
 from tasks.choices import AttemptState, StopReason, TaskState
 from tasks.models import Attempt, Task, TaskEvent
 from tasks.services.attempts import attempt_close, stopped_state
@@ -151,7 +152,7 @@ def runner_progress_event(task: Task, attempt: Attempt, event: dict[str, Any]) -
 def _progress_save(task: Task, progress: list[TaskEvent]) -> None:
     if not progress:
         return
-    TaskEvent.objects.bulk_create(progress)
+    objects_insert(TaskEvent, progress)
     task_events_bulk_created.send(sender=TaskEvent, events=progress)
     Task.objects.filter(pk=task.pk).update(last_event_seq=task.last_event_seq)
     realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=task.last_event_seq)
