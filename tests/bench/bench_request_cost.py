@@ -6,7 +6,7 @@ fresh var dir; SQLite, or a fresh PostgreSQL database when DATABASE_URL is set) 
 endpoint, with one sequential keep-alive client and then with BENCH_CLIENTS (default 4) concurrent
 ones, BENCH_REQUESTS requests each (default 300):
 - requests/s as the clients see them;
-- CPU ms per request in the web processes (utime+stime of the servers and their reaped children, /proc).
+- CPU ms per request in the web processes (served.tree_cpu of the web kinds: the servers and their children).
 
 Endpoints: POST /api/v1/tasks (submit), GET /api/v1/tasks/{id}, GET /api/v1/tasks (list, 50 a page),
 POST /runner/v2/sync as the host agent (empty batch, wait=0; and a batch of 10 log pieces of 200 bytes),
@@ -34,32 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
-
-TICKS = os.sysconf("SC_CLK_TCK")
-WEB_WORDS = ("daphne", "uvicorn", "cloudpivot.webserver")
-
-
-def _cpu_ticks(pid: int) -> int:
-    """utime+stime+cutime+cstime of one process: its reaped children (workers of a master) included."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = text[text.rindex(")") + 2 :].split()
-    return sum(int(value) for value in fields[11:15])
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                text = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
+from tests.bench import served as serving
 
 
 def _cmdline(pid: int) -> str:
@@ -67,11 +42,6 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
-
-
-def web_pids(serve_pid: int) -> list[int]:
-    """The web server processes serve started (a master's workers are counted through it)."""
-    return [pid for pid in _children(serve_pid) if any(word in _cmdline(pid) for word in WEB_WORDS)]
 
 
 class Client:
@@ -151,7 +121,9 @@ class Server:
         ).stdout
 
     def cpu_seconds(self) -> float:
-        return sum(_cpu_ticks(pid) for pid in web_pids(self.process.pid)) / TICKS
+        """CPU so far of the web processes serve started (a master's reaped workers through it)."""
+        cpu = serving.tree_cpu([self.process.pid])
+        return sum(cpu.get(kind, 0) for kind in serving.WEB_KINDS)
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGINT)
