@@ -95,9 +95,25 @@ class Served:
     password: str = ""
     database: str = "embedded default (SQLite)"
     log: Path = field(default_factory=Path)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def port(self) -> int:
+        return int(urlsplit(self.url).port)
+
+    def manage(self, *args: str) -> str:
+        """A management command on this CloudPivot's database and var dir; its output."""
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=helpers.BASE_DIR,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     def roots(self) -> list[int]:
-        """Every process tree CloudPivot runs in: serve (Daphnes, qcluster) and the detached host agents."""
+        """Every process tree CloudPivot runs in: serve (web processes, qcluster) and the detached host agents."""
         pids = [self.process.pid]
         for lock in self.var_dir.rglob("agent.lock"):
             text = lock.read_text().strip()
@@ -106,8 +122,10 @@ class Served:
         return pids
 
 
-def start(tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, str] | None = None) -> Served:
-    """`manage.py serve --bootstrap` in a fresh var dir (and a fresh PostgreSQL database when scale_out)."""
+def start(
+    tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Served:
+    """`manage.py serve --bootstrap [args]` in a fresh var dir (and a fresh PostgreSQL database when scale_out)."""
     port = helpers.free_port()
     var_dir = tmp_path / f"var-{label}"
     env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
@@ -127,7 +145,7 @@ def start(tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, s
     log_path = tmp_path / f"serve-{label}.log"
     log = log_path.open("w")  # a file, not a pipe: nobody would drain a pipe, and a full one blocks the servers
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--bootstrap"],
+        [sys.executable, "manage.py", "serve", "--bootstrap", *args],
         cwd=helpers.BASE_DIR,
         env=env,
         stdout=log,
@@ -135,7 +153,8 @@ def start(tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, s
         start_new_session=True,
     )
     log.close()
-    served = Served(process=process, var_dir=var_dir, url=f"http://127.0.0.1:{port}", database=database, log=log_path)
+    url = f"http://127.0.0.1:{port}"
+    served = Served(process=process, var_dir=var_dir, url=url, database=database, log=log_path, env=env)
     served.token = _wait_for_token(served)
     served.password = (var_dir / "admin-password").read_text().strip()
     return served
