@@ -16,6 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from cloudpivot.process_groups import group_alive
+
 BASE_DIR = Path(settings.BASE_DIR)
 
 
@@ -170,18 +172,38 @@ def pid_alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
-def process_group_alive(pgid: int) -> bool:
-    """True while any live (non-zombie) process is in the group."""
+process_group_alive = group_alive  # True while any live (non-zombie) process is in the group
+
+
+def processes() -> dict[int, tuple[int, int, str]]:
+    """pid → (parent pid, utime+stime+cutime+cstime in clock ticks, command line) of every process, from /proc."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            text = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+        fields = text[text.rindex(")") + 2 :].split()
+        table[int(entry.name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]), command)
+    return table
+
+
+def descendants(roots: list[int], table: dict[int, tuple[int, int, str]] | None = None) -> set[int]:
+    """The roots that exist and every process below them (parent pids from `table`, or /proc now)."""
+    table = processes() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    seen, stack = set(), [pid for pid in roots if pid in table]
+    while stack:
+        pid = stack.pop()
+        if pid not in seen:
+            seen.add(pid)
+            stack += children.get(pid, [])
+    return seen
 
 
 def api_call(base_url: str, method: str, path: str, token: str, body: dict | None = None, timeout: float = 10) -> Any:

@@ -2,11 +2,11 @@
 
 For each server set-up in BENCH_SERVERS (default "daphne:1,daphne:2,uvicorn:2"; `kind:processes`), it
 starts CloudPivot as `make run` does (`manage.py serve --bootstrap --server KIND --web-processes N`, a
-fresh var dir; SQLite, or a fresh PostgreSQL database when DATABASE_URL is set) and measures, per
+fresh var dir; SQLite, or a fresh PostgreSQL database when DATABASE_URL and REDIS_URL are set) and measures, per
 endpoint, with one sequential keep-alive client and then with BENCH_CLIENTS (default 4) concurrent
 ones, BENCH_REQUESTS requests each (default 300):
 - requests/s as the clients see them;
-- CPU ms per request in the web processes (utime+stime of the servers and their reaped children, /proc).
+- CPU ms per request in the web processes (served.tree_cpu of the web kinds: the servers and their children).
 
 Endpoints: POST /api/v1/tasks (submit), GET /api/v1/tasks/{id}, GET /api/v1/tasks (list, 50 a page),
 POST /runner/v2/sync as the host agent (empty batch, wait=0; and a batch of 10 log pieces of 200 bytes),
@@ -21,12 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.client
-import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -34,159 +29,34 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
+from tests.bench import served as serving
 
-TICKS = os.sysconf("SC_CLK_TCK")
-WEB_WORDS = ("daphne", "uvicorn", "cloudpivot.webserver")
-
-
-def _cpu_ticks(pid: int) -> int:
-    """utime+stime+cutime+cstime of one process: its reaped children (workers of a master) included."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = text[text.rindex(")") + 2 :].split()
-    return sum(int(value) for value in fields[11:15])
+Client = serving.KeepAliveClient  # one keep-alive HTTP/1.1 connection, as a business system or the agent keeps one
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                text = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
+def start_server(tmp_path: Path, kind: str, processes: int) -> serving.Served:
+    """`manage.py serve --bootstrap --server KIND --web-processes N` in a fresh var dir (a fresh PostgreSQL
+    database with DATABASE_URL and REDIS_URL set; else SQLite, with REDIS_URL's Redis if that alone is set)."""
+    redis = {"REDIS_URL": os.environ["REDIS_URL"]} if os.environ.get("REDIS_URL") else {}
+    return serving.start(
+        tmp_path,
+        scale_out=serving.scale_out_requested(),
+        label=f"rc_{kind}_{processes}",
+        extra_env=redis,
+        args=("--server", kind, "--web-processes", str(processes)),
+    )
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+def web_cpu_seconds(server: serving.Served) -> float:
+    """CPU so far of the web processes serve started (a master's reaped workers through it)."""
+    cpu = serving.tree_cpu([server.process.pid])
+    return sum(cpu.get(kind, 0) for kind in serving.WEB_KINDS)
 
 
-def web_pids(serve_pid: int) -> list[int]:
-    """The web server processes serve started (a master's workers are counted through it)."""
-    return [pid for pid in _children(serve_pid) if any(word in _cmdline(pid) for word in WEB_WORDS)]
-
-
-class Client:
-    """One keep-alive HTTP/1.1 connection, as a business system or the agent keeps one."""
-
-    def __init__(self, port: int, token: str) -> None:
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        self.connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=self.headers)
-        response = self.connection.getresponse()
-        data = response.read()
-        assert response.status < 300, f"{method} {path}: {response.status} {data[:500]!r}"
-        return json.loads(data) if data else {}
-
-    def close(self) -> None:
-        self.connection.close()
-
-
-class Server:
-    """`manage.py serve --bootstrap` with one server set-up, in a fresh var dir and database."""
-
-    def __init__(self, tmp_path: Path, kind: str, processes: int) -> None:
-        self.port = helpers.free_port()
-        self.var = tmp_path / f"var-{kind}-{processes}"
-        self.env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL",)}
-        self.env |= {
-            "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base",
-            "CLOUDPIVOT_VAR_DIR": str(self.var),
-            "PORT": str(self.port),
-            "CLOUDPIVOT_QUEUE_NAME": f"bench-rc-{os.getpid()}-{kind}-{processes}",
-            "CLOUDPIVOT_LOG_LEVEL": "WARNING",
-        }
-        if os.environ.get("DATABASE_URL"):
-            self.env["DATABASE_URL"] = _fresh_postgres(os.environ["DATABASE_URL"], f"bench_rc_{kind}_{processes}")
-        self.log_path = tmp_path / f"serve-{kind}-{processes}.log"
-        self.log = self.log_path.open("w")
-        command = [
-            sys.executable,
-            "manage.py",
-            "serve",
-            "--bootstrap",
-            "--server",
-            kind,
-            "--web-processes",
-            str(processes),
-        ]
-        self.process = subprocess.Popen(
-            command,
-            cwd=helpers.BASE_DIR,
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.token = self._token()
-
-    def _token(self) -> str:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            for line in self.log_path.read_text().splitlines():
-                if line.startswith("  api token:"):
-                    return line.split()[-1]
-            assert self.process.poll() is None, "serve exited: " + self.log_path.read_text()[-3000:]
-            time.sleep(0.2)
-        raise AssertionError("serve printed no token within 180 s")
-
-    def manage(self, *args: str) -> str:
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=helpers.BASE_DIR,
-            env=self.env,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-
-    def cpu_seconds(self) -> float:
-        return sum(_cpu_ticks(pid) for pid in web_pids(self.process.pid)) / TICKS
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=30)
-        finally:
-            helpers.stop_process_group(self.process, sig=signal.SIGKILL)
-            self.log.close()
-        try:  # what serve left in its group (a qcluster that was slow to stop)
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        for pid in [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]:
-            if str(self.var) in _cmdline(pid):  # the agent and its supervisors (own sessions) and what they run
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-
-
-def _fresh_postgres(url: str, name: str) -> str:
-    import psycopg
-
-    base, _, _ = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as connection:  # the named one need not exist
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    return f"{base}/{name}"
-
-
-def measure(server: Server, clients: int, requests: int, make_request) -> tuple[float, float]:
+def measure(server: serving.Served, clients: int, requests: int, make_request) -> tuple[float, float]:
     """(requests/s, CPU ms per request in the web processes) for `requests` requests over `clients` connections."""
     per_client = max(1, requests // clients)
-    connections = [Client(server.port, server.token) for _ in range(clients)]
+    connections = [Client(server.url, server.token) for _ in range(clients)]
     for connection in connections:
         make_request(connection, -1)  # warm: the connection is open, the process has seen the path
     errors: list[BaseException] = []
@@ -199,14 +69,14 @@ def measure(server: Server, clients: int, requests: int, make_request) -> tuple[
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(c, i)) for i, c in enumerate(connections)]
-    cpu = server.cpu_seconds()
+    cpu = web_cpu_seconds(server)
     began = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     elapsed = time.monotonic() - began
-    cpu = server.cpu_seconds() - cpu
+    cpu = web_cpu_seconds(server) - cpu
     for connection in connections:
         connection.close()
     assert not errors, errors[0]
@@ -214,7 +84,7 @@ def measure(server: Server, clients: int, requests: int, make_request) -> tuple[
     return total / elapsed, 1000 * cpu / total
 
 
-def endpoints(server: Server) -> dict:
+def endpoints(server: serving.Served) -> dict:
     """name → make_request(client, i), after setting up what they need (a running task, the agent's voice)."""
     server.manage(
         "shell",
@@ -223,7 +93,7 @@ def endpoints(server: Server) -> dict:
         "Quota.objects.update_or_create(project=Project.objects.get(slug='demo'), connection=None, "
         "defaults={'max_tasks': 1})",
     )
-    setup = Client(server.port, server.token)
+    setup = Client(server.url, server.token)
     running = setup.call("POST", "/api/v1/tasks", {"cloud": "local", "command": ["sleep", "600"]})
     helpers.wait_for(
         lambda: setup.call("GET", f"/api/v1/tasks/{running['id']}")["state"] == "RUNNING",
@@ -234,7 +104,7 @@ def endpoints(server: Server) -> dict:
     pending = setup.call("POST", "/api/v1/tasks", {"cloud": "local", "command": ["true"]})["id"]
     setup.close()
 
-    runs = server.var / "runs"
+    runs = server.var_dir / "runs"
     agent = {"name": "local-" + hashlib.sha256(os.path.abspath(runs).encode()).hexdigest()[:16]}
     credential = (runs / "agent.credential").read_text().strip()
     offsets = {"next": 0}
@@ -242,7 +112,7 @@ def endpoints(server: Server) -> dict:
     piece = base64.b64encode(b"x" * 199 + b"\n").decode()
 
     def agent_client(client: Client) -> Client:
-        client.headers["Authorization"] = f"Bearer {credential}"
+        client.token = credential
         return client
 
     def empty_sync(client: Client, i: int) -> None:
@@ -279,14 +149,14 @@ def _setups() -> list[tuple[str, int]]:
 def test_request_cost(tmp_path):
     requests = int(os.environ.get("BENCH_REQUESTS", "300"))
     concurrent = int(os.environ.get("BENCH_CLIENTS", "4"))
-    database = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite"
+    database = "PostgreSQL" if serving.scale_out_requested() else "SQLite"
     rows: list[tuple[str, str, float, float, float, float]] = []
     print()
     for kind, processes in _setups():
         if processes > 1 and not os.environ.get("REDIS_URL"):
             print(f"\n(skipped {kind}:{processes}: several web processes need REDIS_URL)")
             continue
-        server = Server(tmp_path, kind, processes)
+        server = start_server(tmp_path, kind, processes)
         try:
             for name, make_request in endpoints(server).items():
                 rate1, cpu1 = measure(server, 1, requests, make_request)
@@ -295,7 +165,7 @@ def test_request_cost(tmp_path):
                 figures = f"{rate1:.0f}/s {cpu1:.1f} ms; {rateN:.0f}/s {cpuN:.1f} ms"
                 print(f"  {kind}×{processes} {name}: {figures}", flush=True)
         finally:
-            server.stop()
+            serving.stop(server)
     load = os.getloadavg()[0]
     print(
         f"\n=== Request cost, {database}{' + Redis' if os.environ.get('REDIS_URL') else ''}, load {load:.1f}, "

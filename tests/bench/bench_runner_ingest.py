@@ -34,6 +34,7 @@ from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
 from tests import helpers
+from tests.bench import served as serving
 from tests.builders import hello_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -326,14 +327,7 @@ def v2_in_process(agent: Agent, batches: int = 5) -> dict[str, float]:
 
 def server_cpu_seconds(process) -> float:
     """CPU time (user + system) of the web server process and its children so far."""
-    import psutil
-
-    server = psutil.Process(process.pid)
-    total = 0.0
-    for each in [server, *server.children(recursive=True)]:
-        times = each.cpu_times()
-        total += times.user + times.system
-    return total
+    return sum(serving.tree_cpu([process.pid]).values())
 
 
 def empty_sync_cost(live, agent: Agent, calls: int = 100) -> dict[str, float]:

@@ -3,15 +3,15 @@
 `BENCH_TASKS=N` (default 200, the issue's figure), `BENCH_SHORT=1` for a quick run (30 tasks, 5 idle runs).
 With DATABASE_URL and REDIS_URL set it measures the embedded default and then PostgreSQL + Redis.
 
-Starts CloudPivot as `make run` does (`manage.py serve --bootstrap`: Daphne, qcluster and the host agent)
+Starts CloudPivot as `make run` does (`manage.py serve --bootstrap`: uvicorn, qcluster and the host agent)
 in a fresh var dir (and a fresh PostgreSQL database), then with one sequential REST client on one
 keep-alive connection (as slurmrestd is driven):
 1. one task on an idle system, 10 times: submit → SUCCEEDED as the client sees it (polling every 10 ms);
 2. N × ["true"] submitted back to back: submit rate, end-to-end rate, submit → end p50/p95
    (server timestamps: created_at → finished_at);
-3. CPU ms per task summed over every process CloudPivot started (utime+stime from /proc for the
-   whole process trees, with the reaped children counted through their parents' cutime+cstime),
-   over the N-task phase.
+3. CPU ms per task summed over every process CloudPivot started (served.tree_cpu: utime+stime from
+   /proc for the whole process trees, reaped children through their parents' cutime+cstime), over the
+   N-task phase, and by kind of process.
 Then the Slurm peer (tests/bench/slurm_peer.py: Slurm 22.05, tuned `epilog` profile, slurmrestd, one
 sequential client) runs the same N jobs and one-at-a-time jobs, and a table puts both side by side with
 ratios. Without the peer it says why and prints CloudPivot's figures alone.
@@ -24,12 +24,10 @@ import datetime as dt
 import os
 import time
 from collections import defaultdict
-from pathlib import Path
 
 from tests.bench import served as serving
 from tests.bench import slurm_peer
 
-TICKS = os.sysconf("SC_CLK_TCK")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "UNKNOWN")
 OPEN = ("PENDING", "SUBMITTING", "STARTING", "RUNNING", "RETRY_WAIT", "CANCELLING")
 
@@ -37,55 +35,6 @@ OPEN = ("PENDING", "SUBMITTING", "STARTING", "RUNNING", "RETRY_WAIT", "CANCELLIN
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-def processes() -> dict[int, tuple[int, int, str]]:
-    """pid → (parent pid, utime+stime+cutime+cstime in ticks, command line) for every process."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        table[int(entry.name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]), command)
-    return table
-
-
-def tree_cpu(roots: list[int]) -> dict[str, float]:
-    """CPU seconds of the trees under `roots`, by kind of process. A process reaped by a member of the tree is
-    in its parent's cutime; a live or zombie one is counted itself: each CPU tick is counted once."""
-    table = processes()
-    children = defaultdict(list)
-    for pid, (parent, _, _) in table.items():
-        children[parent].append(pid)
-    seen, stack = set(), [pid for pid in roots if pid in table]
-    while stack:
-        pid = stack.pop()
-        if pid not in seen:
-            seen.add(pid)
-            stack += children[pid]
-    by_kind: dict[str, float] = defaultdict(float)
-    for pid in seen:
-        _, ticks, command = table[pid]
-        by_kind[_kind(command)] += ticks / TICKS
-    return by_kind
-
-
-def _kind(command: str) -> str:
-    for word, kind in (
-        ("daphne", "web (daphne)"),
-        ("qcluster", "workers (qcluster)"),
-        ("cloudpivot_agent", "host agent + supervisors"),
-        ("cloudpivot_runner", "runners"),
-        ("serve", "serve"),
-    ):
-        if word in command:
-            return kind
-    return "programs and other"
 
 
 def settings_for_run() -> dict[str, int]:
@@ -118,7 +67,7 @@ def measure_cloudpivot(tmp_path, *, scale_out: bool, count: int, idle_runs: int)
             time.sleep(0.5)
         time.sleep(3)  # let the reconciler settle (cleanups) before the CPU window
 
-        before = tree_cpu(server.roots())
+        before = serving.tree_cpu(server.roots())
         began = time.monotonic()
         ids = [client.call("POST", base, {"cloud": "local", "command": ["true"]})["id"] for _ in range(count)]
         submitted = time.monotonic() - began
@@ -126,7 +75,7 @@ def measure_cloudpivot(tmp_path, *, scale_out: bool, count: int, idle_runs: int)
         while client.call("GET", f"{base}?limit=1&{open_filter}")["results"]:
             time.sleep(0.1)
         ended = time.monotonic() - began
-        after = tree_cpu(server.roots())
+        after = serving.tree_cpu(server.roots())
         rows = {t["id"]: t for t in client.call("GET", f"{base}?limit=500")["results"]}
     finally:
         client.close()
@@ -140,7 +89,7 @@ def measure_cloudpivot(tmp_path, *, scale_out: bool, count: int, idle_runs: int)
     states: dict[str, int] = defaultdict(int)
     for task in tasks:
         states[task["state"]] += 1
-    cpu = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in set(before) | set(after)}
+    cpu = serving.cpu_since(before, after)
     return {
         "database": server.database,
         "states": dict(states),

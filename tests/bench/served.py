@@ -3,7 +3,8 @@
 Embedded default: SQLite in a fresh var dir. With DATABASE_URL and REDIS_URL in the environment: a fresh
 PostgreSQL database of its own beside the one DATABASE_URL names (`<name>_bench_<suffix>`, dropped and made
 again), and that Redis. Benchmarks talk to it over HTTP like any client: `KeepAliveClient` is one keep-alive
-connection, as a business system's HTTP session is.
+connection, as a business system's HTTP session is. `tree_cpu` is the CPU every benchmark reports: the
+CPU time of whole process trees from /proc, by kind of process.
 """
 
 from __future__ import annotations
@@ -15,12 +16,54 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tests import helpers
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+# (a word of the command line, the kind it names): the first that matches wins, so the web servers come before
+# the word "serve", which is in "cloudpivot.webserver" too (and in `manage.py serve`, the parent of them all).
+KINDS = (
+    ("cloudpivot.webserver", "web (uvicorn)"),
+    ("uvicorn", "web (uvicorn)"),
+    ("daphne", "web (daphne)"),
+    ("qcluster", "workers (qcluster)"),
+    ("cloudpivot_agent", "host agent + supervisors"),
+    ("cloudpivot_runner", "runners"),
+    ("manage.py serve", "serve"),
+)
+WEB_KINDS = ("web (uvicorn)", "web (daphne)")
+
+
+def process_kind(command: str) -> str:
+    for word, kind in KINDS:
+        if word in command:
+            return kind
+    return "programs and other"
+
+
+def tree_cpu(roots: list[int]) -> dict[str, float]:
+    """CPU seconds (user + system) of the process trees under `roots` so far, by kind of process.
+
+    A process reaped by a member of a tree is in its parent's cutime+cstime; a live or zombie one is counted
+    itself: each CPU tick is counted once. Take the difference of two calls for the CPU of a window.
+    """
+    table = helpers.processes()
+    by_kind: dict[str, float] = defaultdict(float)
+    for pid in helpers.descendants(roots, table):
+        _, ticks, command = table[pid]
+        by_kind[process_kind(command)] += ticks / TICKS
+    return by_kind
+
+
+def cpu_since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What each kind used between two `tree_cpu` readings."""
+    return {kind: after.get(kind, 0) - before.get(kind, 0) for kind in set(before) | set(after)}
 
 
 def scale_out_requested() -> bool:
@@ -52,9 +95,25 @@ class Served:
     password: str = ""
     database: str = "embedded default (SQLite)"
     log: Path = field(default_factory=Path)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def port(self) -> int:
+        return int(urlsplit(self.url).port)
+
+    def manage(self, *args: str) -> str:
+        """A management command on this CloudPivot's database and var dir; its output."""
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=helpers.BASE_DIR,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     def roots(self) -> list[int]:
-        """Every process tree CloudPivot runs in: serve (Daphnes, qcluster) and the detached host agents."""
+        """Every process tree CloudPivot runs in: serve (web processes, qcluster) and the detached host agents."""
         pids = [self.process.pid]
         for lock in self.var_dir.rglob("agent.lock"):
             text = lock.read_text().strip()
@@ -63,8 +122,10 @@ class Served:
         return pids
 
 
-def start(tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, str] | None = None) -> Served:
-    """`manage.py serve --bootstrap` in a fresh var dir (and a fresh PostgreSQL database when scale_out)."""
+def start(
+    tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Served:
+    """`manage.py serve --bootstrap [args]` in a fresh var dir (and a fresh PostgreSQL database when scale_out)."""
     port = helpers.free_port()
     var_dir = tmp_path / f"var-{label}"
     env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
@@ -84,7 +145,7 @@ def start(tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, s
     log_path = tmp_path / f"serve-{label}.log"
     log = log_path.open("w")  # a file, not a pipe: nobody would drain a pipe, and a full one blocks the servers
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--bootstrap"],
+        [sys.executable, "manage.py", "serve", "--bootstrap", *args],
         cwd=helpers.BASE_DIR,
         env=env,
         stdout=log,
@@ -92,7 +153,8 @@ def start(tmp_path: Path, *, scale_out: bool, label: str, extra_env: dict[str, s
         start_new_session=True,
     )
     log.close()
-    served = Served(process=process, var_dir=var_dir, url=f"http://127.0.0.1:{port}", database=database, log=log_path)
+    url = f"http://127.0.0.1:{port}"
+    served = Served(process=process, var_dir=var_dir, url=url, database=database, log=log_path, env=env)
     served.token = _wait_for_token(served)
     served.password = (var_dir / "admin-password").read_text().strip()
     return served

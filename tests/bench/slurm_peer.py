@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import helpers
+from tests.bench.served import tree_cpu
 
 
 def _peer_dir() -> Path:
@@ -47,16 +48,8 @@ def available() -> str:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """utime + stime of the processes and of their reaped children (clock ticks → seconds)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-    return total / ticks
+    """CPU so far of the daemons and everything under them (served.tree_cpu, as CloudPivot's is counted)."""
+    return sum(tree_cpu(pids).values())
 
 
 def daemon_pids() -> list[int]:

@@ -17,19 +17,23 @@ from tests import helpers
 pytestmark = pytest.mark.e2e
 
 
-def serve(tmp_path, *args: str, **extra_env: str) -> tuple[subprocess.Popen, int]:
-    """`manage.py serve --bootstrap` on the embedded default in its own var dir (extra_env may add Redis)."""
-    port = helpers.free_port()
+def environment(var_dir: Path, **extra_env: str) -> dict[str, str]:
+    """The embedded default (SQLite) in `var_dir`; extra_env may add Redis."""
     env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL")}
-    env |= {
+    return env | {
         "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.base",
-        "CLOUDPIVOT_VAR_DIR": str(tmp_path / "var"),
-        "PORT": str(port),
+        "CLOUDPIVOT_VAR_DIR": str(var_dir),
         "CLOUDPIVOT_QUEUE_NAME": f"serve-test-{os.getpid()}",
         **extra_env,
     }
+
+
+def serve(tmp_path, *args: str, bootstrap: bool = True, **extra_env: str) -> tuple[subprocess.Popen, int]:
+    """`manage.py serve [--bootstrap]` on the embedded default in its own var dir (extra_env may add Redis)."""
+    port = helpers.free_port()
+    env = environment(tmp_path / "var", PORT=str(port), **extra_env)
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--bootstrap", *args],
+        [sys.executable, "manage.py", "serve", *(["--bootstrap"] if bootstrap else []), *args],
         cwd=helpers.BASE_DIR,
         env=env,
         stdout=subprocess.PIPE,
@@ -101,7 +105,8 @@ def test_several_web_processes_accept_on_one_port(tmp_path):
     process, port = serve(tmp_path, "--web-processes", "2", REDIS_URL=redis_url)
     try:
         assert "  2 web processes (uvicorn) on the port\n" in read_until(process, "  api token:")
-        web = [pid for pid in _children(process.pid) if b"cloudpivot.webserver" in _cmdline(pid)]
+        table = helpers.processes()
+        web = [pid for pid, (parent, _, command) in table.items() if parent == process.pid and "webserver" in command]
         assert len(web) == 2, web
         for frozen in web:
             os.kill(frozen, signal.SIGSTOP)
@@ -116,9 +121,80 @@ def test_several_web_processes_accept_on_one_port(tmp_path):
     assert process.returncode == 0
 
 
-def _children(pid: int) -> list[int]:
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory) -> Path:
+    """A var dir with a migrated embedded database, for the runs of serve without --bootstrap (it costs ~10 s)."""
+    var_dir = tmp_path_factory.mktemp("serve") / "var"
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+        cwd=helpers.BASE_DIR,
+        env=environment(var_dir),
+        check=True,
+        timeout=120,
+    )
+    return var_dir
 
 
-def _cmdline(pid: int) -> bytes:
-    return Path(f"/proc/{pid}/cmdline").read_bytes()
+def serve_migrated(var_dir: Path) -> tuple[subprocess.Popen, int, set[int]]:
+    """`manage.py serve` (no bootstrap, two workers) in `var_dir`, once /healthz answers and the workers run:
+    the process, its port and every process of its tree."""
+    port = helpers.free_port()
+    process = subprocess.Popen(
+        # a short grace: the qcluster's ticker holds its stop for ~10 s, and the SIGKILL is tested too
+        [sys.executable, "manage.py", "serve", "--stop-grace", "2"],
+        cwd=helpers.BASE_DIR,
+        env=environment(var_dir, PORT=str(port), CLOUDPIVOT_WORKERS="2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # as a shell starts a command: serve leads the group Ctrl-C goes to
+    )
+    try:
+        read_until(process, "CloudPivot is running", timeout=60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
+            assert answer.status == 200
+        # serve, the web process, the qcluster, its sentinel and at least its two workers
+        helpers.wait_for(lambda: len(helpers.descendants([process.pid])) >= 6, timeout=30, what="the workers")
+        time.sleep(1)  # the sentinel's monitor and pusher start beside the workers
+    except BaseException:
+        stop(process)
+        raise
+    return process, port, helpers.descendants([process.pid])
+
+
+def survivors(tree: set[int]) -> list[str]:
+    table = helpers.processes()
+    return [f"{pid} {table[pid][2]}" for pid in sorted(tree) if pid in table and helpers.pid_alive(pid)]
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param(lambda process: process.send_signal(signal.SIGTERM), id="SIGTERM"),
+        pytest.param(lambda process: os.killpg(process.pid, signal.SIGINT), id="ctrl-c"),  # the terminal's group
+    ],
+)
+def test_stopping_serve_stops_its_whole_process_tree(migrated, how):
+    process, _, tree = serve_migrated(migrated)
+    try:
+        how(process)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        stop(process)
+    assert process.returncode == 0, output
+    assert not survivors(tree), output  # serve returns once every group it started is empty
+
+
+def test_a_child_that_dies_stops_serve_and_every_other_process(migrated):
+    """The qcluster's first process is killed: its sentinel and workers, left to init, go with its group."""
+    process, _, tree = serve_migrated(migrated)
+    table = helpers.processes()
+    qcluster = next(pid for pid in tree if table[pid][0] == process.pid and "qcluster" in table[pid][2])
+    try:
+        os.kill(qcluster, signal.SIGKILL)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        stop(process)
+    assert process.returncode == 1, output
+    assert "stopped because qcluster exited" in output
+    assert not survivors(tree), output

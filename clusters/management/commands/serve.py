@@ -3,7 +3,9 @@ websockets; uvicorn, or Daphne with --server daphne) and the qcluster.
 
 With --bootstrap it first migrates, collects static files, creates the demo data and the
 schedules, and prints the URL, the login and a fresh API token once the server answers.
-Ctrl-C (or SIGTERM) stops all processes.
+Ctrl-C (or SIGTERM) stops all processes, and so does the exit of any one child: each child leads a
+process group of its own, and the whole group is stopped (SIGTERM, a grace, SIGKILL; process_groups.py),
+so nothing a child started (the qcluster's workers) is left behind.
 
 It also starts the host agent of each `local` connection once the web server answers (so the first
 task does not wait for it, and programs that ran on while CloudPivot was down are re-attached and
@@ -30,6 +32,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from cloudpivot.process_groups import start_group, stop_groups
 from clusters.backends.local import agent_stop
 
 # The ASGI servers a web process may run (`python -m <these> --fd N cloudpivot.asgi:application`).
@@ -60,12 +63,19 @@ class Command(BaseCommand):
             help="The ASGI server of the web processes (docs/decisions.md: the request path).",
         )
         parser.add_argument(
+            "--stop-grace",
+            type=float,
+            default=15,
+            metavar="SECONDS",
+            help="How long the processes have to stop on SIGTERM before their process groups get SIGKILL.",
+        )
+        parser.add_argument(
             "--bootstrap",
             action="store_true",
             help="Migrate, collect static files, create demo data and print how to log in.",
         )
 
-    def handle(self, *args, host: str, port: int, web_processes: int, server: str, bootstrap: bool, **options):
+    def handle(self, *args, host, port, web_processes, server, stop_grace, bootstrap, **options):
         _check_web_processes(web_processes)
         listener = _listen(host, port)
         banner = self._bootstrap() if bootstrap else []
@@ -73,21 +83,22 @@ class Command(BaseCommand):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         fd = listener.fileno()
         web = [sys.executable, "-m", *WEB_SERVERS[server], "--fd", str(fd), "cloudpivot.asgi:application"]
-        processes = [
-            *(subprocess.Popen(web, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)) for _ in range(web_processes)),
-            subprocess.Popen([*manage, "qcluster"], env=env, cwd=settings.BASE_DIR),
-        ]
-        listener.close()  # the web processes hold it now
         stop = {"now": False}
 
         def request_stop(signum, frame):
             stop["now"] = True
 
+        # Before the first child starts: from here on a signal to serve stops the children it has started.
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
         url = f"http://{host}:{port}/"
+        processes: list[subprocess.Popen] = []
         agents: list = []
         try:
+            for _ in range(web_processes):
+                processes.append(start_group(web, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)))
+            processes.append(start_group([*manage, "qcluster"], env=env, cwd=settings.BASE_DIR))
+            listener.close()  # the web processes hold it now
             self._wait_until_up(url, processes, stop)
             agents = _start_host_agents(host, port)
             self.stdout.write("\nCloudPivot is running: " + url)
@@ -101,15 +112,7 @@ class Command(BaseCommand):
         finally:
             for runs_dir in agents:
                 agent_stop(runs_dir)  # its programs run on; the next agent re-attaches to them
-            for process in processes:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            for process in processes:
-                try:
-                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            stop_groups(processes, grace=stop_grace)  # what each child started goes with it
         failed = [_name(p) for p in processes if p.returncode not in (0, -15)]
         if failed and not stop["now"]:
             raise CommandError(f"stopped because {', '.join(failed)} exited")
