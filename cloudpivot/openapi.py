@@ -71,6 +71,11 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
             ),
             "invalid_state": _error("invalid_state", "a Stopped instance cannot be stopped"),
             "invalid_transition": _error("invalid_transition", "a SUCCEEDED task cannot become CANCELLING"),
+            "already_exists": _error(
+                "already_exists",
+                "project alpha already has a secret named 'db-password'; replace its value with PUT",
+                [{"field": "name", "message": "project alpha already has a secret named 'db-password'"}],
+            ),
         },
     ),
     422: (
@@ -121,6 +126,8 @@ WRITE_ERRORS: list[tuple[str, str, tuple[int, ...]]] = [
     ("POST", r"^/api/v1/snapshots/\{id\}/restore/$", (403, 409, 422, 502, 503)),
     ("DELETE", r"^/api/v1/snapshots/\{id\}/$", (403, 409)),
     ("POST", r"^/api/v1/webhooks/$", (403,)),
+    ("POST", r"^/api/v1/projects/\{slug\}/secrets/$", (403, 409)),
+    ("(PUT|DELETE)", r"^/api/v1/projects/\{slug\}/secrets/\{name\}/$", (403,)),
     ("GET", r"^/api/v1/clouds/\{cloud_id\}/(resources/\{kind\}|metrics)/$", (403, 502, 503)),
     ("GET", r"^/api/v1/clouds/\{cloud_id\}/capabilities/$", (502, 503)),
 ]
@@ -155,7 +162,7 @@ def _statuses_for(method: str, path: str, operation: dict[str, Any]) -> list[int
     if any(p.get("name") == "Idempotency-Key" for p in operation.get("parameters", [])):
         found.add(400)  # a key over 200 characters
     for wanted_method, pattern, extra in WRITE_ERRORS:
-        if method == wanted_method and re.match(pattern, path):
+        if re.fullmatch(wanted_method, method) and re.match(pattern, path):
             found.update(extra)
     return sorted(found)
 
@@ -181,11 +188,71 @@ def drop_database_bounds(node: Any) -> None:
             drop_database_bounds(value)
 
 
+# Request bodies whose fields go together in one of a few ways (the serializers' validate() refuses the rest):
+# component → the alternatives, each the fields it needs and the fields it must not have.
+ALTERNATIVES: dict[str, list[tuple[list[str], list[str]]]] = {
+    "InstanceCreateRequest": [(["flavor"], ["vcpus", "memory_mb"]), (["vcpus", "memory_mb"], ["flavor"])],
+    "SnapshotRestoreRequest": [(["instance"], ["name"]), (["name", "flavor"], ["instance"])],
+    "SecretRefRequest": [(["env"], ["file"]), (["file"], ["env"])],
+}
+
+
+def state_alternatives(components: dict[str, Any]) -> None:
+    """`oneOf` the alternatives of each body in ALTERNATIVES, so a generated body is one the server accepts."""
+    for name, alternatives in ALTERNATIVES.items():
+        if name in components:
+            components[name]["oneOf"] = [
+                {"required": needs, "properties": {field: {"not": {}} for field in forbids}}
+                for needs, forbids in alternatives
+            ]
+
+
+# Bodies the serializers read strictly (tasks/specs.py StrictSerializer): an unknown field is a 400.
+CLOSED = {"TaskSpecRequest", "ResourcesRequest", "VolumeRequest", "TolerationRequest", "SecretRefRequest"}
+# DRF's CharField refuses NUL ("Null characters are not allowed"), and so do Django's form fields for queries.
+NO_NUL = "^[^\\x00]*$"
+
+
+def no_nul_strings(node: Any) -> None:
+    """Every free-text string the server reads (no enum, format or pattern of its own) states it has no NUL."""
+    if isinstance(node, dict):
+        if node.get("type") == "string" and not {"enum", "format", "pattern"} & set(node):
+            node["pattern"] = NO_NUL
+        for key in ("properties", "items", "additionalProperties", "oneOf", "allOf", "anyOf"):
+            value = node.get(key)
+            if isinstance(value, dict) and key == "properties":
+                for child in value.values():
+                    no_nul_strings(child)
+            elif isinstance(value, dict):
+                no_nul_strings(value)
+            elif isinstance(value, list):
+                for child in value:
+                    no_nul_strings(child)
+
+
+def non_empty_query_strings(operation: dict[str, Any]) -> None:
+    """A string query parameter has at least one character: `?state=` is a 400 (cloudpivot/query_params.py)."""
+    for parameter in operation.get("parameters", []):
+        if parameter.get("in") != "query":
+            continue
+        schema = parameter.get("schema", {})
+        for node in (schema, schema.get("items", {})):
+            if node.get("type") == "string" and "enum" not in node:
+                node.setdefault("minLength", 1)
+        no_nul_strings(schema)
+
+
 def add_error_responses(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: the Error component and each operation's error answers, and the
     same schema on every database (no column-type bounds)."""
     drop_database_bounds(result.get("components", {}))
     components = result.setdefault("components", {}).setdefault("schemas", {})
+    state_alternatives(components)
+    for name, component in components.items():
+        if name.endswith("Request"):
+            no_nul_strings(component)
+        if name in CLOSED:
+            component["additionalProperties"] = False
     components["Error"] = {
         "type": "object",
         "description": "Every error of the API; some codes add fields (quota_exceeded: asked, left, limit).",
@@ -212,6 +279,7 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
         for method, operation in operations.items():
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
+            non_empty_query_strings(operation)
             for status, response in error_responses(*_statuses_for(method.upper(), path, operation)).items():
                 operation["responses"].setdefault(status, response)
     return result

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from cloudpivot.api import flatten_errors
 from cloudpivot.exceptions import InvalidSpec
+from cloudpivot.json_types import JSONTypes
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
@@ -17,6 +19,14 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # A Kubernetes label key (optional DNS prefix + name) and value.
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# Written as validators (not only validate_* methods) so the OpenAPI schema states them as `pattern`s.
+ABSOLUTE_PATH = RegexValidator(r"^/[^\x00]*$", "must be an absolute path")
+ENV_NAME_VALID = RegexValidator(ENV_NAME.pattern, "not a valid environment variable name")
+# The absolute path of a file: "/"-separated parts, none empty, "." or "..", no NUL, not ending in "/".
+FILE_PATH = RegexValidator(
+    r"^(/([^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+))+$",
+    "must be the absolute path of a file, e.g. /run/secrets/db-password, without '.' or '..' parts",
+)
 
 
 class StringListField(serializers.ListField):
@@ -45,7 +55,7 @@ class StringMapField(serializers.DictField):
         return super().to_internal_value(data)
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(JSONTypes, serializers.Serializer):
     """Refuses unknown fields, so a typo (`comand`) is an error instead of being silently ignored."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -77,19 +87,14 @@ class ResourcesSerializer(StrictItemSerializer):
 class VolumeSerializer(StrictItemSerializer):
     """A PersistentVolumeClaim mounted into the container (Kubernetes clouds only)."""
 
-    claim = serializers.CharField(max_length=63)
-    mount_path = serializers.CharField(max_length=1000)
+    claim = serializers.CharField(
+        max_length=63,
+        validators=[
+            RegexValidator(DNS_LABEL.pattern, "must be a PersistentVolumeClaim name: lowercase letters, digits and '-'")
+        ],
+    )
+    mount_path = serializers.CharField(max_length=1000, validators=[ABSOLUTE_PATH])
     read_only = serializers.BooleanField(required=False, default=False)
-
-    def validate_claim(self, value: str) -> str:
-        if not DNS_LABEL.match(value):
-            raise serializers.ValidationError("must be a PersistentVolumeClaim name: lowercase letters, digits and '-'")
-        return value
-
-    def validate_mount_path(self, value: str) -> str:
-        if not value.startswith("/"):
-            raise serializers.ValidationError("must be an absolute path")
-        return value
 
 
 class TolerationSerializer(StrictItemSerializer):
@@ -116,20 +121,8 @@ class SecretRefSerializer(StrictItemSerializer):
     Only this reference is stored with the task; the value is delivered to the execution alone."""
 
     name = serializers.CharField(max_length=63)
-    env = serializers.CharField(max_length=200, required=False)
-    file = serializers.CharField(max_length=1000, required=False)
-
-    def validate_env(self, value: str) -> str:
-        if not ENV_NAME.match(value):
-            raise serializers.ValidationError("not a valid environment variable name")
-        return value
-
-    def validate_file(self, value: str) -> str:
-        if not value.startswith("/") or value.endswith("/") or "\0" in value:
-            raise serializers.ValidationError("must be the absolute path of a file, e.g. /run/secrets/db-password")
-        if any(part in (".", "..") for part in value.split("/")):
-            raise serializers.ValidationError("must not contain '.' or '..'")
-        return value
+    env = serializers.CharField(max_length=200, required=False, validators=[ENV_NAME_VALID])
+    file = serializers.CharField(max_length=1000, required=False, validators=[FILE_PATH])
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("env" in attrs) == ("file" in attrs):
@@ -144,7 +137,9 @@ class TaskSpecSerializer(StrictSerializer):
     command = StringListField(min_length=1, max_length=4096)
     image = serializers.CharField(max_length=500, required=False, allow_null=True, default=None)
     env = StringMapField(required=False, default=dict)
-    workdir = serializers.CharField(max_length=1000, required=False, allow_null=True, default=None)
+    workdir = serializers.CharField(
+        max_length=1000, required=False, allow_null=True, default=None, validators=[ABSOLUTE_PATH]
+    )
     resources = ResourcesSerializer(required=False)
     timeout_seconds = serializers.IntegerField(
         min_value=1, max_value=MAX_TIMEOUT_SECONDS, required=False, allow_null=True, default=None
@@ -164,11 +159,6 @@ class TaskSpecSerializer(StrictSerializer):
             raise serializers.ValidationError(f"not a valid environment variable name: {', '.join(bad)}")
         if len(value) > 500:
             raise serializers.ValidationError("at most 500 variables")
-        return value
-
-    def validate_workdir(self, value: str | None) -> str | None:
-        if value and not value.startswith("/"):
-            raise serializers.ValidationError("must be an absolute path")
         return value
 
     def validate_volumes(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:

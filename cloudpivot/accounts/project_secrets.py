@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 from cloudpivot import secret_box
 from cloudpivot.accounts.models import Project, ProjectSecret, Role, secret_name_validator
 from cloudpivot.accounts.selectors import project_role, role_at_least
-from cloudpivot.exceptions import InvalidSpec, NotFound, PermissionDenied
+from cloudpivot.exceptions import Conflict, InvalidSpec, NotFound, PermissionDenied
 
 logger = logging.getLogger(__name__)
 MAX_VALUE_BYTES = 64 * 1024
@@ -117,7 +117,7 @@ def secret_create(*, user: AbstractBaseUser, project: Project, name: str, value:
             secret.save()
     except IntegrityError:
         message = f"project {project.slug} already has a secret named {name!r}; replace its value with PUT"
-        raise InvalidSpec(message, errors=[{"field": "name", "message": message}]) from None
+        raise Conflict(message, errors=[{"field": "name", "message": message}], code="already_exists") from None
     return secret
 
 

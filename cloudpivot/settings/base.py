@@ -258,7 +258,11 @@ REST_FRAMEWORK = {
         "cloudpivot.accounts.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # IsAuthenticated first (401 before anything else); then ?name= with no value is a 400 (cloudpivot/query_params.py)
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "cloudpivot.query_params.NoEmptyQueryParameters",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "cloudpivot.api.exception_handler",
     "DEFAULT_RENDERER_CLASSES": [

@@ -28,7 +28,11 @@ class CloudConnectionSerializer(serializers.ModelSerializer):
 class SeriesQuerySerializer(serializers.Serializer):
     """?metric=…: one sampled series instead of the cloud's current figures."""
 
-    metric = serializers.RegexField(r"^[a-z0-9_]{1,64}$", help_text="e.g. queue_length, cpu_used_cores")
+    metric = serializers.RegexField(
+        r"^[a-z0-9_]{1,64}$",
+        required=False,
+        help_text="e.g. queue_length, cpu_used_cores; without it, the current figures (not a series)",
+    )
     subject_kind = serializers.ChoiceField(choices=SubjectKind.choices, default=SubjectKind.CONNECTION)
     subject_key = serializers.CharField(
         max_length=200, required=False, help_text="Node name, instance id or project slug; default: the cloud id."
@@ -42,6 +46,6 @@ class SeriesQuerySerializer(serializers.Serializer):
     def validate(self, attrs):
         if attrs.get("since") and attrs.get("until") and attrs["since"] >= attrs["until"]:
             raise serializers.ValidationError({"since": "must be before until"})
-        if attrs["subject_kind"] != SubjectKind.CONNECTION and not attrs.get("subject_key"):
+        if attrs.get("metric") and attrs["subject_kind"] != SubjectKind.CONNECTION and not attrs.get("subject_key"):
             raise serializers.ValidationError({"subject_key": f"name the {attrs['subject_kind']} to read"})
         return attrs

@@ -51,11 +51,11 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def metrics(self, request, cloud_id=None):
         connection = self.get_object()
-        if "metric" not in request.query_params:
-            return Response(metrics_visible(user=request.user, connection=connection))
         query = SeriesQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query.is_valid(raise_exception=True)  # without ?metric= too: a wrong parameter is not silently ignored
         q = query.validated_data
+        if "metric" not in q:
+            return Response(metrics_visible(user=request.user, connection=connection))
         _check_subject_visible(request.user, connection, q["subject_kind"], q.get("subject_key"))
         found = series_get(
             connection=connection,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from cloudpivot.json_types import JSONTypes
 from notifications.models import DeliveryState, EmailPreference, FeedEvent, WebhookDelivery, WebhookEndpoint
 
 MAX_WAIT_SECONDS = 30
@@ -71,7 +72,7 @@ class WebhookEndpointCreatedSerializer(WebhookEndpointSerializer):
         read_only_fields = fields
 
 
-class WebhookEndpointInputSerializer(serializers.Serializer):
+class WebhookEndpointInputSerializer(JSONTypes, serializers.Serializer):
     project = serializers.SlugField(max_length=64)
     url = serializers.URLField(max_length=2000, help_text="http:// or https:// only.")
     event_types = serializers.ListField(
@@ -84,7 +85,7 @@ class WebhookEndpointInputSerializer(serializers.Serializer):
     description = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class WebhookEndpointUpdateSerializer(serializers.Serializer):
+class WebhookEndpointUpdateSerializer(JSONTypes, serializers.Serializer):
     is_active = serializers.BooleanField(required=False)
     event_types = serializers.ListField(
         child=serializers.RegexField(r"^[a-z_]+(\.[a-z_*]+)?$", max_length=64), required=False, max_length=50
@@ -120,7 +121,7 @@ class WebhookDeliverySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class EmailPreferenceSerializer(serializers.ModelSerializer):
+class EmailPreferenceSerializer(JSONTypes, serializers.ModelSerializer):
     """What you are emailed about (to your account's address); nothing until you ask."""
 
     email = serializers.EmailField(source="user.email", read_only=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -137,6 +139,10 @@ class WebhookEndpointViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"], url_path=r"deliveries/(?P<delivery_id>[0-9a-f-]{36})/redeliver")
     def redeliver(self, request: Request, pk: str, delivery_id: str) -> Response:
         """Send one delivery again soon (same webhook-id), e.g. after fixing the receiver."""
+        try:
+            uuid.UUID(delivery_id)  # the path's pattern lets 36 hex digits or dashes through, not only UUIDs
+        except ValueError:
+            raise NotFound(f"delivery {delivery_id} not found") from None
         delivery = self.get_object().deliveries.select_related("event").filter(pk=delivery_id).first()
         if delivery is None:
             raise NotFound(f"delivery {delivery_id} not found")

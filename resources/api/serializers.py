@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from cloudpivot.json_types import JSONTypes
 from resources.choices import INSTANCE_ACTIONS
 from resources.models import Instance, Operation, Snapshot
 
@@ -95,7 +96,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
         ]
 
 
-class InstanceCreateSerializer(serializers.Serializer):
+class InstanceCreateSerializer(JSONTypes, serializers.Serializer):
     name = serializers.RegexField(
         r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$",
         max_length=63,
@@ -118,7 +119,7 @@ class InstanceCreateSerializer(serializers.Serializer):
         return attrs
 
 
-class InstanceActionSerializer(serializers.Serializer):
+class InstanceActionSerializer(JSONTypes, serializers.Serializer):
     action = serializers.ChoiceField(choices=INSTANCE_ACTIONS)
     type = serializers.ChoiceField(choices=["soft", "hard"], required=False, help_text="reboot")
     boot_id = serializers.IntegerField(
@@ -130,7 +131,7 @@ class InstanceActionSerializer(serializers.Serializer):
     volumes = serializers.ChoiceField(choices=["keep", "purge"], required=False, help_text="delete (required)")
 
 
-class SnapshotRestoreSerializer(serializers.Serializer):
+class SnapshotRestoreSerializer(JSONTypes, serializers.Serializer):
     instance = serializers.UUIDField(required=False, help_text="Rebuild this instance from the snapshot …")
     name = serializers.RegexField(
         r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$", max_length=63, required=False, help_text="… or create a new instance"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import InvalidState, UnsupportedAction, cloud_error
+from cloudpivot.pagination import NewestFirst
 from resources import selectors
 from resources.api.serializers import (
     ConsoleSerializer,
@@ -28,13 +28,6 @@ from resources.models import Instance, Operation, Snapshot
 from resources.services import instance_action, instance_create, snapshot_delete
 
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)
-
-
-class NewestFirst(CursorPagination):
-    ordering = ("-created_at", "-id")
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 500
 
 
 def validated(serializer_class, data) -> dict:

@@ -9,12 +9,12 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import RequestTooLarge
+from cloudpivot.pagination import NewestFirst
 from cloudpivot.parsers import BoundedJSONParser, YAMLParser
 from tasks import selectors, services
 from tasks.api.serializers import (
@@ -30,13 +30,6 @@ from tasks.api.serializers import (
 from tasks.filtersets import TaskFilterSet
 from tasks.models import LogStream, Task
 from tasks.specs import TaskSpecSerializer
-
-
-class TaskCursorPagination(CursorPagination):
-    ordering = ("-created_at", "-id")
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 500
 
 
 class EventsQuerySerializer(serializers.Serializer):
@@ -59,7 +52,7 @@ def query(serializer_class, request: Request) -> dict:
 
 class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = TaskSerializer
-    pagination_class = TaskCursorPagination
+    pagination_class = NewestFirst
     filter_backends = [DjangoFilterBackend]
     filterset_class = TaskFilterSet
     parser_classes = [BoundedJSONParser, YAMLParser]

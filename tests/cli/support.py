@@ -15,16 +15,17 @@ BIN = Path(sys.executable).parent / "cloudpivot"
 class Cli:
     """Runs `cloudpivot …` as a user would, with this test's config dir and the given environment."""
 
-    def __init__(self, home: Path, env: dict[str, str]):
+    def __init__(self, home: Path, env: dict[str, str], command: Path = BIN):
         self.home = home
         self.env = env
+        self.command = command  # the development install, or one made by tests/cli/test_cli_install.py
 
     def environment(self, **extra: str) -> dict[str, str]:
         return self.env | extra
 
     def __call__(self, *args: str, input: str | None = None, timeout: float = 120, **extra: str):
         return subprocess.run(
-            [str(BIN), *args],
+            [str(self.command), *args],
             input=input,
             capture_output=True,
             text=True,
@@ -34,7 +35,7 @@ class Cli:
 
     def start(self, *args: str, **extra: str) -> subprocess.Popen:
         return subprocess.Popen(
-            [str(BIN), *args],
+            [str(self.command), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

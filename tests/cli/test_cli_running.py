@@ -5,14 +5,13 @@ submit that the CLI itself retries while the server is down."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import pytest
 
 from tasks.models import Task
 from tests import helpers
-from tests.cli.support import BIN, Lines, spec_file
+from tests.cli.support import Lines, spec_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -129,21 +128,3 @@ def test_a_submit_retried_by_the_cli_while_the_server_is_down_makes_one_task(cli
     assert [str(pk) for pk in Task.objects.filter(name="patient").values_list("pk", flat=True)] == [out.split()[1]]
     down = cli("task", "list", CLOUDPIVOT_URL="http://127.0.0.1:9", CLOUDPIVOT_TOKEN="x", CLOUDPIVOT_RETRY_SECONDS="1")
     assert down.returncode == 88 and "cannot reach" in down.stderr
-
-
-def test_the_readme_commands_log_in_and_exit_with_the_programs_code(cli, daphne, world, worker, tmp_path):
-    """The README's example, as written there (the install line aside: the command is installed already)."""
-    readme = (helpers.BASE_DIR / "README.md").read_text()
-    block = readme.split("```sh\npip install ./cli\n", 1)[1].split("```", 1)[0]
-    script = block.replace("http://127.0.0.1:8000", daphne.url)
-    done = subprocess.run(
-        ["bash", "-c", script],
-        input=world.tokens["bob"] + "\n",  # "paste the printed token"
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=cli.environment(PATH=f"{BIN.parent}:/usr/bin:/bin"),
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "hi\nexit 3\n" in done.stdout and "STATE" in done.stdout

@@ -70,7 +70,8 @@ def test_bad_input_is_a_400_naming_the_field(api, world):
     assert no_value.status_code == 400 and no_value.json()["errors"][0]["field"] == "value"
     assert add(api).status_code == 201
     twice = add(api, value="other-value")
-    assert twice.status_code == 400 and twice.json()["errors"][0]["field"] == "name"
+    assert twice.status_code == 409 and twice.json()["code"] == "already_exists"  # a conflict with what is stored
+    assert twice.json()["errors"][0]["field"] == "name"
     assert "already has a secret named 'db-password'" in twice.json()["message"]
 
 
@@ -116,7 +117,7 @@ def test_the_project_page_lists_adds_and_deletes_secrets_for_admins_only(pages, 
     assert pages("bob").post(page_url + "db-password/delete").status_code == 403
     assert pages("charlie").get(page_url).status_code == 404
     refused = pages("alice").post(page_url + "new", {"name": "db-password", "value": "second-value-123"})
-    assert refused.status_code == 400 and "second-value-123" not in refused.content.decode()
+    assert refused.status_code == 409 and "second-value-123" not in refused.content.decode()  # as the API says
     assert pages("alice").post(page_url + "db-password/delete").status_code == 302
     assert not ProjectSecret.objects.exists()
 

@@ -152,3 +152,60 @@ def test_an_endpoint_refusing_for_a_day_is_paused_and_its_admins_are_told(world,
     assert api("alice").get(f"/api/v1/webhooks/{endpoint['id']}").json()["is_active"] is False
     assert [m.to for m in mailoutbox] == [["alice@example.org"]]
     assert endpoint["url"] in mailoutbox[0].subject
+
+
+def transition(item: dict) -> tuple[str, int]:
+    """A received delivery's task transition: the task and its event's seq."""
+    return item["body"]["data"]["task"], item["body"]["data"]["data"]["task_seq"]
+
+
+def test_a_receiver_down_for_a_whole_minute_then_gets_every_transition_once_and_signed(
+    world, api, private_targets, tmp_path
+):
+    """The "Done when" of issue 13 in real time (no faked clock): about 70 s, run in CI like every test.
+
+    Transitions happen while the receiver is down, at its start and half-way through the minute; the pump runs
+    the real backoff (1, 2, 4, 8, 16, 30, 60 s …) against the closed port all minute, and once the receiver is
+    back every transition arrives, signed, and no transition arrives under two ids.
+    """
+    port = helpers.free_port()
+    endpoint = subscribe(api, url=f"http://127.0.0.1:{port}/hooks", event_types=["task.state"])
+    log = tmp_path / "received.jsonl"
+    receiver = start_receiver(port, endpoint["secret"], log)
+    try:
+        before = builders.finished(world.bob)
+        pump_until(lambda: len(received(log)) >= TaskEvent.objects.filter(task=before, type="state").count())
+    finally:
+        helpers.stop_process_group(receiver)
+    assert not port_open(port)
+
+    down_at = time.monotonic()
+    while_down = [builders.finished(world.bob, exit_code=3)]
+    while (left := 60 - (time.monotonic() - down_at)) > 0:
+        if left < 30 and len(while_down) == 1:
+            while_down.append(builders.finished(world.bob, exit_code=1))
+        jobs.pump(seconds=min(left, 5))
+    down_for = time.monotonic() - down_at
+    tried = WebhookDelivery.objects.filter(event__task_id__in=[t.pk for t in while_down])
+    assert tried.exists() and not tried.filter(state=DeliveryState.SUCCEEDED).exists()
+    assert max(tried.values_list("attempts", flat=True)) >= 5  # retried with backoff all minute, in real time
+
+    receiver = start_receiver(port, endpoint["secret"], log)
+    try:
+        events = TaskEvent.objects.filter(task__in=while_down, type="state")
+        wanted = {(str(e.task_id), e.seq) for e in events}
+
+        def arrived() -> set[tuple[str, int]]:
+            return {transition(i) for i in received(log)} & wanted
+
+        pump_until(lambda: arrived() == wanted, timeout=150)  # the next retry is at most 60 s away
+    finally:
+        helpers.stop_process_group(receiver)
+    assert down_for >= 60
+    got = [i for i in received(log) if i["body"]["data"]["task"] in {str(t.pk) for t in while_down}]
+    assert got and all(item["verified"] for item in got)
+    by_transition: dict[tuple[str, int], set[str]] = {}
+    for item in got:
+        by_transition.setdefault(transition(item), set()).add(item["id"])
+    assert set(by_transition) == wanted and all(len(ids) == 1 for ids in by_transition.values())
+    assert not WebhookDelivery.objects.exclude(state=DeliveryState.SUCCEEDED).exists()

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cloudpivot.accounts.models import Project, ProjectSecret
+from cloudpivot.accounts.models import Project, ProjectSecret, secret_name_validator
 from cloudpivot.accounts.project_secrets import (
     MAX_VALUE_BYTES,
     project_secrets,
@@ -22,6 +22,7 @@ from cloudpivot.accounts.project_secrets import (
 )
 from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import NotFound
+from cloudpivot.json_types import JSONTypes
 
 
 class ProjectSecretSerializer(serializers.ModelSerializer):
@@ -37,12 +38,16 @@ class ProjectSecretSerializer(serializers.ModelSerializer):
 VALUE_HELP = f"The secret's value (at most {MAX_VALUE_BYTES} bytes). Write-only: never shown again."
 
 
-class SecretCreateInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=63, help_text="Lowercase letters, digits and '-', e.g. db-password.")
+class SecretCreateInputSerializer(JSONTypes, serializers.Serializer):
+    name = serializers.CharField(
+        max_length=63,
+        validators=[secret_name_validator],
+        help_text="Lowercase letters, digits and '-', e.g. db-password.",
+    )
     value = serializers.CharField(write_only=True, trim_whitespace=False, help_text=VALUE_HELP)
 
 
-class SecretValueInputSerializer(serializers.Serializer):
+class SecretValueInputSerializer(JSONTypes, serializers.Serializer):
     value = serializers.CharField(write_only=True, trim_whitespace=False, help_text=VALUE_HELP)
 
 

@@ -13,6 +13,7 @@ from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import ApiToken, Project, Quota
 from cloudpivot.accounts.selectors import project_role, projects_visible_to
 from cloudpivot.accounts.services import api_token_create, api_token_revoke
+from cloudpivot.json_types import JSONTypes
 from tasks.selectors import task_quota_usage
 
 
@@ -33,7 +34,7 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
         read_only_fields = fields
 
 
-class ApiTokenCreateInputSerializer(serializers.Serializer):
+class ApiTokenCreateInputSerializer(JSONTypes, serializers.Serializer):
     name = serializers.CharField(max_length=100)
     expires_in_days = serializers.IntegerField(min_value=1, max_value=3650, required=False, allow_null=True)
 
