@@ -217,3 +217,43 @@ def test_kubevirt_stop_killed_after_its_cloud_call_is_reaped_with_the_instance_s
     instance = Instance.objects.get(pk=instance_id)
     assert (instance.status, instance.operation_id) == ("Stopped", None)  # released, and seen as it is
     assert list(kube.objects(VMS)) == [server]  # one VM
+
+
+# ------------------------------------------------------------------------------ development OpenStack
+@pytest.mark.parametrize("point", ["start.created", "cleanup.removed"])
+def test_openstack_task_after_a_crash_has_one_server_runs_once_and_succeeds(point, os_live, vms, workers, tmp_path):
+    """start.created matters most here: Nova does not keep names unique, so only adoption by the attempt's
+    tags keeps a second server from being made. The VM's part (cloud-init, the Runner) is played on this
+    host from the user data Nova holds (tests/plugins/openstack.py); the program appends to a file here."""
+    from tests.plugins.openstack import INSTALLATION
+
+    marker = tmp_path / "runs.txt"
+    workers.env = workers.env | {"CLOUDPIVOT_INSTALLATION_ID": INSTALLATION}  # the session's servers, tagged so
+    workers.start(crash_at=point)
+    task, _ = task_submit(
+        user=os_live.world.bob, document={"cloud": "os-dev", "command": ["sh", "-c", f'echo run >> "{marker}"']}
+    )
+    if point != "cleanup.removed":
+        workers.restart_after_crash(point, timeout=120)
+    wait_state(task, {"STARTING"}, timeout=120)
+    attempt = Attempt.objects.get(task=task)
+
+    def servers() -> list:
+        listed = os_live.conn.compute.servers(tags=f"cloudpivot-{INSTALLATION}")
+        return [s for s in listed if s.name == attempt.external_name and s.status != "DELETED"]
+
+    assert [s.id for s in servers()] == [attempt.external_ref]  # one server, the one recorded
+    helpers.wait_for(
+        lambda: os_live.conn.compute.get_server(attempt.external_ref).status == "ACTIVE", timeout=120, what="ACTIVE"
+    )
+    vms(os_live.conn, attempt.external_ref)
+    wait_state(task, FINAL, timeout=120)
+    if point == "cleanup.removed":
+        workers.restart_after_crash(point, timeout=120)
+    helpers.wait_for(
+        lambda: Attempt.objects.get(pk=attempt.pk).cleanup_state == "done", timeout=120, what="the cleanup to end"
+    )
+    assert task.state == "SUCCEEDED", task.state_reason
+    assert marker.read_text() == "run\n"
+    assert task.attempts_count == 1
+    helpers.wait_for(lambda: not servers(), timeout=60, what="the server gone")
