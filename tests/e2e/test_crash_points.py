@@ -7,8 +7,8 @@ right end state with one cloud object, one run of its program and no task lost.
 
 On the `local` cloud the program appends a line to a file each time it runs: one line, one run. On the
 kmock Kubernetes the test plays the kubelet (and KubeVirt's controller) and counts what the API server
-holds and was asked to create. The development OpenStack is not here yet (docs/crash-points.md, "Where
-each point is tested").
+holds and was asked to create. On the development OpenStack the VM's Runner is played on this host from
+the user data Nova holds. Which point runs where, and why not elsewhere: docs/crash-points.md.
 """
 
 from __future__ import annotations
