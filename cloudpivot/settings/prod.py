@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from django.core.exceptions import ImproperlyConfigured
 
 from cloudpivot.env import env, envsecret
@@ -24,6 +26,12 @@ if not _secrets_key or key_problem(_secrets_key):
         + (f" ({key_problem(_secrets_key)})" if _secrets_key else "")
         + ": generate one with "
         + "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`"
+    )
+# The crash-point switch kills the process at named steps (cloudpivot/crash_points.py): for tests, never a server.
+if os.environ.get("CLOUDPIVOT_CRASH_AT"):
+    raise ImproperlyConfigured(
+        "CLOUDPIVOT_CRASH_AT is set: it SIGKILLs the process at a named step and is for tests only; "
+        "unset it to start with the production settings"
     )
 # Accounts come from an admin or an identity provider; anyone reaching the login page may not make one.
 CLOUDPIVOT_SIGNUP_OPEN = env.bool("CLOUDPIVOT_SIGNUP_OPEN", default=False)

@@ -28,7 +28,7 @@ from django.conf import settings
 from cloudpivot.credentials import agent_credential
 from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
 from clusters.models import CloudConnection
-from runner_api.agent.cloudpivot_supervisor import RUN_AS_ENV, lock_held
+from runner_api.agent.cloudpivot_supervisor import CRASH_ENV, RUN_AS_ENV, lock_held
 
 AGENT_PROGRAM = Path(settings.BASE_DIR) / "runner_api" / "agent" / "cloudpivot_agent.py"
 # The backend kind whose attempts a host agent admits and takes itself (POST /runner/v2/sync).
@@ -277,6 +277,8 @@ def _runner_environment(*, run_as: str = "") -> dict[str, str]:
         env["HOME"] = os.environ["HOME"]
     if run_as:
         env[RUN_AS_ENV] = run_as
+    if os.environ.get(CRASH_ENV):  # the test-only crash switch (docs/crash-points.md) reaches the agents it launches
+        env[CRASH_ENV] = os.environ[CRASH_ENV]
     return env
 
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
+from cloudpivot.crash_points import crash_point
 from clusters.selectors import connection_granted, grant_withdrawn_words
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
@@ -131,10 +132,12 @@ class Runner:
         if action in SETTLES_AT:  # the backend method has the action's name
             call: Callable[[str], None] = getattr(self.backend, action)
             call(server)
+            crash_point("operation.called")
             view = self.wait_status(SETTLES_AT[action])
             return {"observed": view.evidence}
         if action == Action.REBOOT:
             self.backend.reboot(server, hard=params.get("type") == "hard")
+            crash_point("operation.called")
             view = self.wait_status(S.RUNNING)
             return {"observed": view.evidence, "type": params.get("type", "soft")}
         if action == Action.SNAPSHOT:
@@ -157,6 +160,7 @@ class Runner:
                 image=params["image"],
             )
         )
+        crash_point("operation.called")  # the server exists, the instance does not name it yet
         Instance.objects.filter(pk=self.instance.pk).update(server_id=server_id)
         self.instance.server_id = server_id
         view = self.wait_status(S.RUNNING)
@@ -170,6 +174,7 @@ class Runner:
             name=snapshot.name,
             metadata={"cloudpivot_snapshot": str(snapshot.pk), "cloudpivot_instance": str(self.instance.pk)},
         )
+        crash_point("operation.called")
         Snapshot.objects.filter(pk=snapshot.pk).update(image_id=image_id)
         original = before.status if before else S.RUNNING
         self.wait_status(original)  # the server's image_snapshot task_state has cleared
@@ -194,6 +199,7 @@ class Runner:
         image_id = self.operation.params["image"]
         before = self.observe()
         self.backend.rebuild(self.instance.server_id, image_id=image_id)
+        crash_point("operation.called")
         # Nova sets task_state rebuilding before answering; wait for it to clear with the new image in place.
         wanted = {before.status} if before and before.status in (S.RUNNING, S.STOPPED) else {S.RUNNING, S.STOPPED}
 
@@ -211,6 +217,7 @@ class Runner:
     def resize(self) -> dict[str, Any]:
         params = self.operation.params
         self.backend.resize(self.instance.server_id, flavor_id=params["flavor_id"])
+        crash_point("operation.called")
 
         def verify():
             view = self.observe()
@@ -243,6 +250,7 @@ class Runner:
         server = self.instance.server_id
         if server:
             self.backend.delete(server)
+            crash_point("operation.called")
 
             def gone():
                 view = self.backend.server(server)
@@ -263,6 +271,7 @@ class Runner:
         snapshot = self.operation.snapshot
         if snapshot.image_id:
             self.backend.delete_image(snapshot.image_id)
+            crash_point("operation.called")
 
             def gone():
                 image = self.backend.image(snapshot.image_id)

@@ -25,11 +25,11 @@ import time
 
 try:  # run as a script (its sibling modules beside it) or imported as a package module
     import cloudpivot_runner as runner
-    from cloudpivot_supervisor import lock_held, read_json, supervise, write_json
+    from cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json
     from cloudpivot_sync import VERSION, Connection, Failed, Refused
 except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent import cloudpivot_runner as runner
-    from runner_api.agent.cloudpivot_supervisor import lock_held, read_json, supervise, write_json
+    from runner_api.agent.cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json
     from runner_api.agent.cloudpivot_sync import VERSION, Connection, Failed, Refused
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REFUSED, EXIT_LOCKED = 0, 1, 2, 3, 75
@@ -153,6 +153,7 @@ class Attempt:
         os.close(ready_w)
         select.select([ready_r], [], [], 10.0)
         os.close(ready_r)
+        crash_point("agent.launched")  # the next agent finds the supervisor lock held: re-attach, no second start
         self.supervisor = pid
         self.agent.children[pid] = self
         self.state = "running"

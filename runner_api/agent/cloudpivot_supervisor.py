@@ -17,8 +17,10 @@ import json
 import os
 import pwd
 import signal
+import sys
 
 RUN_AS_ENV = "CLOUDPIVOT_RUN_AS"
+CRASH_ENV = "CLOUDPIVOT_CRASH_AT"
 RESULT = "result.json"
 
 try:
@@ -40,6 +42,25 @@ def read_json(path: str):
         return runner.read_json(path)
     except ValueError:
         return None
+
+
+_crash_hits = {}
+
+
+def crash_point(name: str) -> None:
+    """The agent's side of the test-only crash switch (cloudpivot/crash_points.py, docs/crash-points.md):
+    SIGKILL this process the N-th time it reaches `name` when CLOUDPIVOT_CRASH_AT=name[:N]. A copy, not an
+    import: the agent is standard library only and runs where the server's code is not installed."""
+    wanted, _, count = os.environ.get(CRASH_ENV, "").strip().partition(":")
+    if wanted != name:
+        return
+    _crash_hits[name] = _crash_hits.get(name, 0) + 1
+    if _crash_hits[name] == (int(count) if count.isdigit() else 1):
+        sys.stderr.write(
+            "cloudpivot: crash point %s reached (%d): SIGKILL pid %d\n" % (name, _crash_hits[name], os.getpid())
+        )
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def lock_held(path: str) -> bool:

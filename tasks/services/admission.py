@@ -9,6 +9,7 @@ from django.db.models import Exists, OuterRef
 
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
+from cloudpivot.crash_points import crash_point
 from clusters.backends.local import LOCAL, agent_pid, connection_runs_dir
 from clusters.models import CloudConnection
 from tasks import dispatch
@@ -78,7 +79,10 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
        so does every later task of its project (first in, first admitted). A task whose
        admission fails (a bad row) is skipped with an `error` event; the others go on.
     """
+    admitted_any: list[int] = []
     with transaction.atomic():
+        # First of the callbacks after commit: the crash point sits before any doorbell or handout answer.
+        transaction.on_commit(lambda: admitted_any and crash_point("admission.committed"))
         connection = CloudConnection.objects.select_for_update().get(pk=connection_id)
         if not connection.dispatch_enabled:
             return 0
@@ -104,6 +108,7 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
                 ledger[task.project_id].take(footprint)
                 active += 1
                 admitted += 1
+                admitted_any.append(task.pk)
         return admitted
 
 

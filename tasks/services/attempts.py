@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cloudpivot import credentials
+from cloudpivot.crash_points import crash_point
 from cloudpivot.exceptions import ApplicationError
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
@@ -141,6 +142,7 @@ def attempt_start(*, attempt_id: int) -> str:
     except Exception as exc:  # a backend bug or an unmapped cloud error: a start error like any other
         logger.exception("starting %s failed", attempt)
         return _start_failed(attempt, BackendError(f"{type(exc).__name__}: {str(exc)[:500]}"))
+    crash_point("start.created")  # the next start adopts the object by its name (ensure_started)
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt)
         if not attempt.external_ref:
@@ -150,6 +152,7 @@ def attempt_start(*, attempt_id: int) -> str:
             if attempt.state == AttemptState.CREATED:
                 attempt.state = AttemptState.STARTING
             attempt.save(update_fields=["external_ref", "cloud_created_at", "start_error", "state", "updated_at"])
+            crash_point("start.recorded")  # one transaction with the STARTING event: neither is kept
         if attempt.is_closed:
             _remove_late_start(attempt)
             return f"{attempt}: closed while it started; stopping it"
@@ -327,6 +330,7 @@ def attempt_cleanup(*, attempt_id: int) -> bool:
     except BackendError as exc:
         Attempt.objects.filter(pk=attempt.pk).update(cleanup_error=exc.message, updated_at=timezone.now())
         return False
+    crash_point("cleanup.removed")  # still PENDING: the next pass asks again, and the cloud has nothing left
     if done:
         Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.DONE, cleanup_error="")
     else:
