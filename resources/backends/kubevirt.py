@@ -24,6 +24,7 @@ import uuid
 from typing import Any
 
 from clusters.backends.kubernetes import LABEL_INSTALLATION, KubeApiError, KubeClient, label_value
+from clusters.backends.kubernetes.kubevirt_support import snapshot_support
 from clusters.models import CloudConnection
 from resources.backends.base import (
     BackendError,
@@ -98,6 +99,10 @@ class KubeVirtInstances(InstanceBackend):
         """
         if action == Action.CREATE:
             return ("unsupported", "snapshot", _NO_NEW_FROM_SNAPSHOT) if params.get("snapshot") else None
+        if action in (Action.SNAPSHOT, Action.RESTORE):
+            support = snapshot_support(self.client)  # KubeVirt >= 1.3.0, and the Snapshot gate before 1.9
+            if support.available is False:
+                return ("unsupported", "action", support.message)
         if action in (Action.SUSPEND, Action.RESUME):
             return ("unsupported", "action", _NO_SUSPEND)
         if action == Action.RESIZE:

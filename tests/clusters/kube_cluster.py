@@ -320,7 +320,11 @@ class KubeCluster:
         )
 
     def kubevirt_cr(self, version: str = "v1.5.2", feature_gates: tuple[str, ...] = ("Snapshot",)) -> None:
-        """The KubeVirt CR the operator keeps (namespace kubevirt): the deployed version and the feature gates."""
+        """The KubeVirt CR the operator keeps (namespace kubevirt): the deployed version and the feature gates
+        (an administrator's edit of it is played as a replacement)."""
+        if "kubevirt" in self.objects(KUBEVIRTS, "kubevirt"):
+            path = "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt"
+            self.call(lambda: self.api.system("DELETE", path))
         self.put(
             KUBEVIRTS,
             "kubevirt",

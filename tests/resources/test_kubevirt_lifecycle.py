@@ -12,13 +12,12 @@ from resources.models import Instance, Operation
 from resources.services import instances_refresh
 from tests.clusters.kube_api import DATA_VOLUMES, VMIS
 from tests.helpers import wait_for
-from tests.resources.test_kubevirt import (  # noqa: F401 - kv is a fixture
+from tests.resources.kubevirt_world import (
     NS,
     Worker,
     accepted,
     act,
     create_running,
-    kv,
     operation,
     still_running,
     succeeded,
