@@ -79,7 +79,7 @@ def _observe(instance: Instance, view, backend) -> int:
     if view.status == InstanceStatus.STOPPED and view.settled and instance.desired_power_state == PowerState.RUNNING:
         return _guest_stopped(instance, view, backend)
     reason = server_reason(view)
-    if view.status == instance.status and reason == instance.status_reason:
+    if view.status == instance.status and (reason == instance.status_reason or _kept_reason(instance, reason)):
         _as_read(instance).update(observed_at=now)
         return 0
     written = _as_read(instance).update(
@@ -104,6 +104,12 @@ STOPPED_BY = {
     "outside": ("outside CloudPivot", "stopped outside CloudPivot"),
     "": ("guest or outside CloudPivot", f"{GUEST_STOPPED}, or it was stopped outside CloudPivot"),
 }
+
+
+def _kept_reason(instance: Instance, reason: str) -> bool:
+    """A "stopped itself" reason stays while the cloud shows what it was written from."""
+    said = instance.status_reason
+    return said.startswith(tuple(words for _, words in STOPPED_BY.values())) and f" ({reason}), " in said
 
 
 def _guest_stopped(instance: Instance, view, backend) -> int:
@@ -148,6 +154,12 @@ def _guest_stopped(instance: Instance, view, backend) -> int:
     audit_system(
         action="resources:instance-guest-stopped",
         object_ref=str(instance.pk),
-        details={"server_id": instance.server_id, "was": instance.status, "operation": str(operation.pk)},
+        details={
+            "server_id": instance.server_id,
+            "was": instance.status,
+            "now": InstanceStatus.STOPPED,
+            "by": by,
+            "operation": str(operation.pk),
+        },
     )
     return 1
