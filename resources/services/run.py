@@ -20,7 +20,7 @@ from django.utils import timezone
 from clusters.selectors import connection_granted, grant_withdrawn_words
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
-from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, SnapshotStatus
+from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
 from resources.cloud_quota import quota_message
 from resources.models import Instance, Operation, Snapshot
 from resources.services.snapshots import snapshots_prune_over_quota
@@ -275,10 +275,13 @@ class Runner:
         return {"server_id": server, "volumes": volumes, "kept": kept}
 
     def stop_before_delete(self, server: str) -> None:
-        """Stop the server and see it stopped before its disks are let go (the old writer has stopped)."""
+        """Stop the server and see it stopped before its disks are let go (the old writer has stopped).
+        Stopped is then what CloudPivot wants too: if the delete fails later, no refresh takes the stop for
+        the guest's."""
         view = self.observe()
         if view is not None and view.status == S.STOPPED and view.settled:
             return
+        Instance.objects.filter(pk=self.instance.pk).update(desired_power_state=PowerState.STOPPED)
         self.backend.stop(server)
         self.wait_status(S.STOPPED)
 

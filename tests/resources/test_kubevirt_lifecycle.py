@@ -29,6 +29,7 @@ def test_delete_keeping_volumes_stops_the_vm_before_it_deletes_it_with_orphan_pr
     delete = Worker(accepted(act(api, instance_id, "delete", volumes="keep")))
     wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "Halted", what="runStrategy Halted")
     still_running(delete.operation_id)  # the VM still runs: its disk is still written, nothing is deleted
+    assert Instance.objects.get(pk=instance_id).desired_power_state == "stopped"  # not the guest's stop
     assert not kv.vm(name)["metadata"].get("deletionTimestamp") and kv.vm_delete_policies() == []
     kv.vm_stopped(name)
     wait_for(lambda: kv.vm(name)["metadata"].get("deletionTimestamp"), what="the VM to be deleted")
