@@ -83,6 +83,10 @@ def connection_checks(connection: CloudConnection) -> CheckReport:
         )
         for r in results
     ]
+    try:
+        checks += [Check(**line) for line in backend.feature_checks()]
+    except BackendError as exc:
+        checks.append(Check(what="optional features", ok=False, required=False, detail=exc.message))
     missing = [r for r in results if r["required"] and not r["allowed"]]
     if missing:
         words = "; ".join(f"{r['verb']} {r['resource']}" for r in missing)

@@ -67,10 +67,18 @@ def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:
 
 
 def cloud_capabilities(*, connection: CloudConnection) -> dict[str, Any]:
-    """What the cloud offers besides tasks: VM instances (OpenStack: Nova; Kubernetes: where KubeVirt is served)."""
+    """What the cloud offers besides tasks: VM instances (OpenStack: Nova; Kubernetes: where KubeVirt is served)
+    and their snapshots (KubeVirt: 1.3.0 or newer, with the Snapshot feature gate before 1.9)."""
     try:
-        available, message = get_backend(connection).vm_instances()
+        backend = get_backend(connection)
+        available, message = backend.vm_instances()
+        snapshots, snapshot_words = backend.vm_snapshots()
     except BackendError as exc:
         raise _domain_error(connection, exc) from None
     vm = {"available": available, "message": message}
-    return {"cloud": connection.cloud_id, "vm_instances": vm}
+    # available None: cannot tell (KubeVirt CR unreadable); the cloud's own answer decides at snapshot time
+    return {
+        "cloud": connection.cloud_id,
+        "vm_instances": vm,
+        "vm_snapshots": {"available": snapshots, "message": snapshot_words},
+    }

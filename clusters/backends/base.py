@@ -191,3 +191,12 @@ class ExecutionBackend:
     def vm_instances(self) -> tuple[bool, str]:
         """Whether this cloud offers persistent VM instances (resources app), and in what words."""
         return False, f"VM instances are not available on the {self.connection.backend} backend"
+
+    def vm_snapshots(self) -> tuple[bool | None, str]:
+        """Whether snapshots and restores of VM instances work here (None: cannot tell), and in what words."""
+        available, message = self.vm_instances()
+        return (True, "snapshots of VM instances") if available else (False, message)
+
+    def feature_checks(self) -> list[dict[str, Any]]:
+        """check_cloud's optional lines beside the permissions ({what, ok, required, detail}); [] for none."""
+        return []

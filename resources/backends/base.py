@@ -158,6 +158,23 @@ class InstanceBackend:
         """What this cloud cannot do, asked before an Operation exists: (kind, field, message), or None."""
         return None
 
+    # Delete keeping volumes. A backend whose delete can take a disk along unless done in a safe order says so:
+    # the runner stops the server first (the seed: a volume is let go only after its writer has stopped),
+    # deletes, and then checks every volume read before the delete is still there.
+    stops_before_delete: bool = False
+
+    def volumes_to_keep(self, server_id: str) -> list[str]:
+        """The server's persistent volumes a delete keeping volumes must leave behind ([]: nothing to check)."""
+        return []
+
+    def lost_volumes(self, server_id: str, volumes: list[str]) -> list[str]:
+        """After the delete: which of `volumes` (volumes_to_keep's answer) are gone or going."""
+        return []
+
+    def keep_stopped(self, server_id: str) -> None:
+        """The guest stopped itself: make stopped the cloud's own desired state too (nothing to do on Nova,
+        which never restarts a SHUTOFF server by itself)."""
+
     def image_snapshot_ref(self, image_id: str) -> str:
         """The CloudPivot snapshot a bootable image was made as ("" if none, or no bootable snapshot images)."""
         return ""

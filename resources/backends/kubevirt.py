@@ -24,6 +24,7 @@ import uuid
 from typing import Any
 
 from clusters.backends.kubernetes import LABEL_INSTALLATION, KubeApiError, KubeClient, label_value
+from clusters.backends.kubernetes.kubevirt_support import snapshot_support
 from clusters.models import CloudConnection
 from resources.backends.base import (
     BackendError,
@@ -34,15 +35,25 @@ from resources.backends.base import (
     ServerView,
     Unsupported,
 )
+from resources.backends.kubevirt_view import (
+    ANNOTATION_FLAVOR,
+    ANNOTATION_IMAGE,
+    RUN_STRATEGY_RUNNING,
+    persistent_volumes,
+    run_strategy,
+    vm_view,
+    volume_refs,
+)
 from resources.choices import Action, InstanceStatus
+
+S = InstanceStatus
 
 GROUP, VERSION = "kubevirt.io", "v1"
 SUBRESOURCES = "subresources.kubevirt.io"
-SNAPSHOT_GROUP, SNAPSHOT_VERSION = "snapshot.kubevirt.io", "v1beta1"  # served since KubeVirt 1.2 (v1alpha1 before)
+SNAPSHOT_GROUP, SNAPSHOT_VERSION = "snapshot.kubevirt.io", "v1beta1"  # served since KubeVirt 1.3.0 (v1alpha1 before)
+CDI_GROUP, CDI_VERSION = "cdi.kubevirt.io", "v1beta1"
 LABEL_INSTANCE = "cloudpivot.io/instance"
 LABEL_SNAPSHOT = "cloudpivot.io/snapshot"
-ANNOTATION_FLAVOR = "cloudpivot.io/flavor"
-ANNOTATION_IMAGE = "cloudpivot.io/image"
 ANNOTATION_NAME = "cloudpivot.io/instance-name"
 LAST_RESTORE = "restore.kubevirt.io/lastRestoreUID"  # "<restore name>-<restore uid>", set by the restore controller
 NOT_SERVED = "VM instances not available on this cluster"
@@ -54,37 +65,6 @@ DEFAULT_FLAVORS: dict[str, dict[str, int]] = {
     "large": {"vcpus": 4, "memory_mb": 8192},
 }
 
-S = InstanceStatus
-# VirtualMachine status.printableStatus → portal status.
-STATUS_MAP = {
-    "Stopped": S.STOPPED,
-    "Provisioning": S.PENDING,
-    "WaitingForVolumeBinding": S.PENDING,
-    "WaitingForReceiver": S.PENDING,
-    "Starting": S.STARTING,
-    "Running": S.RUNNING,
-    "Migrating": S.RUNNING,
-    "Paused": S.PAUSED,
-    "Stopping": S.STOPPING,
-    "Terminating": S.STOPPING,
-    "ErrorUnschedulable": S.BLOCKED,  # waits for capacity or a volume: a hold, not a failure
-    "ErrorPvcNotFound": S.BLOCKED,
-    "ErrorDataVolumeNotFound": S.BLOCKED,
-    "CrashLoopBackOff": S.FAILED,
-    "ErrImagePull": S.FAILED,
-    "ImagePullBackOff": S.FAILED,
-    "DataVolumeError": S.FAILED,
-    "Unknown": S.UNKNOWN,
-}
-TRANSITIONAL = {
-    "Provisioning",
-    "WaitingForVolumeBinding",
-    "WaitingForReceiver",
-    "Starting",
-    "Stopping",
-    "Terminating",
-    "Migrating",
-}
 _SNAPSHOT_NAME = re.compile(r"^cps-[0-9a-f]{32}$")
 _IMAGE_REFERENCE = re.compile(
     r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
@@ -119,6 +99,10 @@ class KubeVirtInstances(InstanceBackend):
         """
         if action == Action.CREATE:
             return ("unsupported", "snapshot", _NO_NEW_FROM_SNAPSHOT) if params.get("snapshot") else None
+        if action in (Action.SNAPSHOT, Action.RESTORE):
+            support = snapshot_support(self.client)  # KubeVirt >= 1.3.0, and the Snapshot gate before 1.9
+            if support.available is False:
+                return ("unsupported", "action", support.message)
         if action in (Action.SUSPEND, Action.RESUME):
             return ("unsupported", "action", _NO_SUSPEND)
         if action == Action.RESIZE:
@@ -138,7 +122,7 @@ class KubeVirtInstances(InstanceBackend):
             )
         if action == Action.SNAPSHOT and instance.server_id:
             vm = self._vm(instance.server_id)
-            if vm is not None and not _persistent_volumes(vm):
+            if vm is not None and not persistent_volumes(vm):
                 return ("unsupported", "action", _NO_SNAPSHOT_OF_CONTAINERDISK)
         return None
 
@@ -208,7 +192,8 @@ class KubeVirtInstances(InstanceBackend):
         vm = self._vm(server_id)
         if vm is None:
             return None
-        return _view(vm, restored_from=self._restored_from(vm))
+        vmi = self._get(GROUP, VERSION, "virtualmachineinstances", server_id)
+        return vm_view(vm, restored_from=self._restored_from(vm), vmi=vmi)
 
     def servers(self) -> dict[str, ServerView]:
         items = self.client.objects(
@@ -218,7 +203,15 @@ class KubeVirtInstances(InstanceBackend):
             what="listing VirtualMachines",
             label_selector=f"{self.client.selector},{LABEL_INSTANCE}",
         )
-        return {vm["metadata"]["name"]: _view(vm) for vm in items}
+        vmis = self.client.objects(
+            GROUP,
+            VERSION,
+            "virtualmachineinstances",
+            what="listing VirtualMachineInstances",
+            label_selector=f"{self.client.selector},{LABEL_INSTANCE}",
+        )
+        by_name = {vmi["metadata"]["name"]: vmi for vmi in vmis}
+        return {vm["metadata"]["name"]: vm_view(vm, vmi=by_name.get(vm["metadata"]["name"])) for vm in items}
 
     def image(self, image_id: str) -> ImageView | None:
         snapshot = self._get(SNAPSHOT_GROUP, SNAPSHOT_VERSION, "virtualmachinesnapshots", image_id)
@@ -268,7 +261,7 @@ class KubeVirtInstances(InstanceBackend):
         flavor = self.flavor(request.flavor_id)
         labels = {LABEL_INSTALLATION: self.installation, LABEL_INSTANCE: label_value(request.instance_id)}
         spec: dict[str, Any] = {
-            "runStrategy": "Always",
+            "runStrategy": RUN_STRATEGY_RUNNING,  # a guest that shuts itself down stays off (kubevirt_view)
             "template": {
                 "metadata": {"labels": dict(labels)},
                 "spec": {
@@ -313,7 +306,7 @@ class KubeVirtInstances(InstanceBackend):
         }
 
     def start(self, server_id: str) -> None:
-        self._run_strategy(server_id, "Always", "starting")
+        self._run_strategy(server_id, RUN_STRATEGY_RUNNING, "starting")
 
     def stop(self, server_id: str) -> None:
         self._run_strategy(server_id, "Halted", "stopping")
@@ -345,7 +338,7 @@ class KubeVirtInstances(InstanceBackend):
         vm = self._vm(server_id)
         if vm is None:
             raise BackendError(f"VirtualMachine {server_id} is not in namespace {self.namespace}", kind="not_found")
-        if not _persistent_volumes(vm):
+        if not persistent_volumes(vm):
             raise Unsupported(_NO_SNAPSHOT_OF_CONTAINERDISK)
         body = {
             "apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}",
@@ -393,7 +386,7 @@ class KubeVirtInstances(InstanceBackend):
         if vm is None:
             raise BackendError(f"VirtualMachine {server_id} is not in namespace {self.namespace}", kind="not_found")
         printable = (vm.get("status") or {}).get("printableStatus") or "no status"
-        if printable != "Stopped" or _run_strategy(vm) != "Halted":
+        if printable != "Stopped" or run_strategy(vm) != "Halted":
             raise Unsupported(
                 f"KubeVirt restores only a stopped VirtualMachine; {server_id} is {printable}: stop it first"
             )
@@ -427,22 +420,61 @@ class KubeVirtInstances(InstanceBackend):
     def confirm_resize(self, server_id: str) -> None:
         raise Unsupported(_NO_RESIZE)
 
+    # delete keeping volumes: stop, delete with propagationPolicy Orphan, then check the disks survived.
+    # Releasing the DataVolumes first and then deleting (the old order) can lose them: KubeVirt's VM
+    # controller re-adopts any unowned DataVolume its template names until it sees the VM being deleted,
+    # so a sync between the two requests hands the disk back to the VM and the garbage collector deletes it.
+    stops_before_delete = True
+
+    def volumes_to_keep(self, server_id: str) -> list[str]:
+        vm = self._vm(server_id)
+        return volume_refs(vm) if vm is not None else []
+
     def delete(self, server_id: str) -> None:
-        """Delete the VM, keeping its DataVolumes: they are released from the VM first, so the garbage
-        collector (which deletes what a deleted owner owned) leaves them; the VMI goes with the VM."""
+        """DELETE the VM (UID precondition) with propagationPolicy Orphan: the garbage collector removes
+        the VM's ownerReference from its DataVolumes before the VM goes, and never deletes them; the VMI
+        goes through KubeVirt's own finalizer. While the VM has its deletionTimestamp the VM controller
+        adopts nothing, so no sync can hand a disk back to it."""
         vm = self._vm(server_id)
         if vm is None:
             return
-        uid = vm["metadata"].get("uid")
-        for volume in _persistent_volumes(vm):
-            self._release_data_volume(volume, uid)
         try:
             self.client.delete_object(
-                GROUP, VERSION, "virtualmachines", server_id, what=f"deleting VirtualMachine {server_id}", uid=uid
+                GROUP,
+                VERSION,
+                "virtualmachines",
+                server_id,
+                what=f"deleting VirtualMachine {server_id} (keeping its volumes)",
+                uid=vm["metadata"].get("uid") or "",
+                propagation="Orphan",
             )
         except KubeApiError as exc:
             if exc.status not in (404, 409):  # 409: the name is another VM's now; ours is gone
                 raise
+
+    def lost_volumes(self, server_id: str, volumes: list[str]) -> list[str]:
+        """Of the volumes a delete kept, those not safe now the VM is gone: missing, being deleted, or still
+        owned by the deleted VM (the garbage collector would take them next). `volumes`: volumes_to_keep's."""
+        lost = []
+        for ref in volumes:
+            kind, name = ref.split("/", 1)
+            if kind == "datavolume":
+                found = self._get(CDI_GROUP, CDI_VERSION, "datavolumes", name)
+            else:
+                found = self.client.pvc(name)
+            metadata = (found or {}).get("metadata") or {}
+            owned = any(
+                ref.get("kind") == "VirtualMachine" and ref.get("name") == server_id
+                for ref in metadata.get("ownerReferences") or []
+            )
+            if found is None or metadata.get("deletionTimestamp") or owned:
+                lost.append(ref)
+        return lost
+
+    def keep_stopped(self, server_id: str) -> None:
+        """The guest stopped itself: make that the VM's own desired state too (runStrategy Halted), so a later
+        start (a new boot id) is the same PATCH as any start, and nothing boots the guest meanwhile."""
+        self._run_strategy(server_id, "Halted", "keeping stopped")
 
     def delete_volumes(self, server_id: str) -> list[str]:
         raise Unsupported(
@@ -481,24 +513,6 @@ class KubeVirtInstances(InstanceBackend):
         """PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/{plural}/{name}/{verb} (virt-api)."""
         self.client.put_subresource(SUBRESOURCES, VERSION, plural, name, verb, body, what=what)
 
-    def _release_data_volume(self, name: str, owner_uid: str | None) -> None:
-        """Drop the VM's ownerReference from one of its DataVolumes, so deleting the VM keeps the disk."""
-        dv = self._get("cdi.kubevirt.io", "v1beta1", "datavolumes", name)
-        if dv is None:
-            return
-        owners = dv["metadata"].get("ownerReferences") or []
-        kept = [ref for ref in owners if ref.get("uid") != owner_uid]
-        if len(kept) == len(owners):
-            return
-        self.client.patch_object(
-            "cdi.kubevirt.io",
-            "v1beta1",
-            "datavolumes",
-            name,
-            {"metadata": {"ownerReferences": kept or None}},
-            what=f"keeping DataVolume {name}",
-        )
-
 
 _NO_NEW_FROM_SNAPSHOT = (
     "a new instance from a KubeVirt snapshot is not offered yet: restore the snapshot onto its own "
@@ -516,71 +530,3 @@ _NO_SNAPSHOT_OF_CONTAINERDISK = (
     "this instance's root disk is a containerDisk (ephemeral, rebuilt from its image at every boot): "
     "KubeVirt cannot snapshot it; instances with a DataVolume root disk (the connection's vm_root_disk) can be"
 )
-
-
-def _run_strategy(vm: dict[str, Any]) -> str:
-    spec = vm.get("spec") or {}
-    if spec.get("runStrategy"):
-        return spec["runStrategy"]
-    return "Always" if spec.get("running") else "Halted"
-
-
-def _persistent_volumes(vm: dict[str, Any]) -> list[str]:
-    """The names of the VM's DataVolume (or PVC) volumes: what a snapshot captures and a delete keeps."""
-    volumes = (((vm.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or []
-    names = []
-    for volume in volumes:
-        if volume.get("dataVolume"):
-            names.append(volume["dataVolume"].get("name", ""))
-        elif volume.get("persistentVolumeClaim"):
-            names.append(volume["persistentVolumeClaim"].get("claimName", ""))
-    return [n for n in names if n]
-
-
-def _view(vm: dict[str, Any], restored_from: str = "") -> ServerView:
-    metadata, status = vm["metadata"], vm.get("status") or {}
-    raw = status.get("printableStatus") or ""
-    strategy = _run_strategy(vm)
-    in_flight = []
-    if not raw:
-        in_flight.append("no status from the VM controller yet")
-    elif raw in TRANSITIONAL:
-        in_flight.append(raw.lower())
-    if status.get("stateChangeRequests"):
-        actions = ", ".join(r.get("action", "?") for r in status["stateChangeRequests"])
-        in_flight.append(f"state change requests pending: {actions}")
-    if status.get("snapshotInProgress"):
-        in_flight.append(f"snapshot {status['snapshotInProgress']} in progress")
-    if status.get("restoreInProgress"):
-        in_flight.append(f"restore {status['restoreInProgress']} in progress")
-    if metadata.get("deletionTimestamp"):
-        in_flight.append("being deleted")
-    if strategy in ("Always", "RerunOnFailure") and raw == "Stopped":
-        in_flight.append(f"runStrategy {strategy}: the controller has not started it yet")
-    if strategy == "Halted" and raw in ("Running", "Paused"):
-        in_flight.append("runStrategy Halted: the controller has not stopped it yet")
-    annotations = metadata.get("annotations") or {}
-    fault = ""
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "Failure" and str(condition.get("status")) == "True":
-            fault = condition.get("message") or condition.get("reason") or ""
-        elif not fault and STATUS_MAP.get(raw) in (S.FAILED, S.BLOCKED) and str(condition.get("status")) == "False":
-            fault = condition.get("message") or ""
-    return ServerView(
-        id=metadata["name"],
-        status=STATUS_MAP.get(raw, S.PENDING if not raw else S.UNKNOWN),
-        settled=not in_flight,
-        raw_status=raw or "none",
-        task_state="; ".join(in_flight),
-        image_id=restored_from or annotations.get(ANNOTATION_IMAGE, ""),
-        flavor=annotations.get(ANNOTATION_FLAVOR, ""),
-        fault=fault,
-        source="KubeVirt",
-        evidence={
-            "printable_status": raw or None,
-            "run_strategy": strategy,
-            "ready": status.get("ready"),
-            "in_flight": in_flight or None,
-            **({"restored_from": restored_from} if restored_from else {}),
-        },
-    )

@@ -21,7 +21,7 @@ from cloudpivot.crash_points import crash_point
 from clusters.selectors import connection_granted, grant_withdrawn_words
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
-from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, SnapshotStatus
+from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
 from resources.cloud_quota import quota_message
 from resources.models import Instance, Operation, Snapshot
 from resources.services.snapshots import snapshots_prune_over_quota
@@ -248,16 +248,31 @@ class Runner:
 
     def delete(self) -> dict[str, Any]:
         server = self.instance.server_id
+        kept: list[str] = []
         if server:
-            self.backend.delete(server)
+            backend = self.backend
+            kept = backend.volumes_to_keep(server)
+            if kept and backend.stops_before_delete:
+                self.stop_before_delete(server)
+            backend.delete(server)
             crash_point("operation.called")
 
             def gone():
-                view = self.backend.server(server)
+                view = backend.server(server)
                 return True if view is None or view.status == S.DELETED else None
 
             self.wait(gone, f"server {server} gone")
-        if self.operation.params.get("block_storage"):
+            lost = backend.lost_volumes(server, kept)
+            if lost:
+                Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
+                raise OperationFailed(
+                    f"the server {server} was deleted, but {', '.join(lost)} did not survive it: "
+                    "the disk was lost with it, although the delete was asked to keep it",
+                    kind="volume_lost",
+                )
+        if kept:
+            volumes = f"kept: {', '.join(kept)} (checked after the server was gone)"
+        elif self.operation.params.get("block_storage"):
             volumes = "kept: the server's volumes were not touched"
         else:
             volumes = (
@@ -265,7 +280,18 @@ class Runner:
                 "the server's root disk was ephemeral and went with it"
             )
         Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
-        return {"server_id": server, "volumes": volumes}
+        return {"server_id": server, "volumes": volumes, "kept": kept}
+
+    def stop_before_delete(self, server: str) -> None:
+        """Stop the server and see it stopped before its disks are let go (the old writer has stopped).
+        Stopped is then what CloudPivot wants too: if the delete fails later, no refresh takes the stop for
+        the guest's."""
+        view = self.observe()
+        if view is not None and view.status == S.STOPPED and view.settled:
+            return
+        Instance.objects.filter(pk=self.instance.pk).update(desired_power_state=PowerState.STOPPED)
+        self.backend.stop(server)
+        self.wait_status(S.STOPPED)
 
     def snapshot_delete(self) -> dict[str, Any]:
         snapshot = self.operation.snapshot
@@ -357,6 +383,8 @@ class Runner:
         action = self.operation.action
         if state == OperationState.SUCCEEDED and action == Action.DELETE:
             updates.update(status=S.DELETED, status_reason="deleted")
+        elif state == OperationState.FAILED and action == Action.DELETE and self.operation.error_kind == "volume_lost":
+            updates.update(status=S.DELETED, status_reason=f"deleted, but a kept volume was lost: {message}")
         elif state == OperationState.FAILED:
             view = self.last_view
             if (

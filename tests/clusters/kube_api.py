@@ -18,6 +18,7 @@ VMIS = kmock.resource("kubevirt.io", "v1", "virtualmachineinstances")
 VM_SNAPSHOTS = kmock.resource("snapshot.kubevirt.io", "v1beta1", "virtualmachinesnapshots")
 VM_RESTORES = kmock.resource("snapshot.kubevirt.io", "v1beta1", "virtualmachinerestores")
 DATA_VOLUMES = kmock.resource("cdi.kubevirt.io", "v1beta1", "datavolumes")
+KUBEVIRTS = kmock.resource("kubevirt.io", "v1", "kubevirts")  # the operator's CR: version and feature gates
 VIRT_API = "subresources.kubevirt.io"
 KUBEVIRT_GROUPS = {"kubevirt.io", VIRT_API, "snapshot.kubevirt.io", "cdi.kubevirt.io"}
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"

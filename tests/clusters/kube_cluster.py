@@ -13,6 +13,7 @@ import kmock
 from tests.clusters.kube_api import (
     DATA_VOLUMES,
     JOBS,
+    KUBEVIRTS,
     VM_RESTORES,
     VM_SNAPSHOTS,
     VMIS,
@@ -239,11 +240,17 @@ class KubeCluster:
 
         async def run() -> dict[str, Any]:
             vmi = self.api._get(VMIS, namespace, name)
-            if vmi is None:
+            if vmi is None:  # the VM controller makes the VMI from the VM's template (its labels too)
+                template = (self.api._get(VMS, namespace, name) or {}).get("spec", {}).get("template") or {}
+                labels = (template.get("metadata") or {}).get("labels") or {}
                 vmi = await self.api.system(
                     "POST",
                     f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances",
-                    {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": {"name": name}},
+                    {
+                        "apiVersion": "kubevirt.io/v1",
+                        "kind": "VirtualMachineInstance",
+                        "metadata": {"name": name, "labels": dict(labels)},
+                    },
                 )
             await self.api.system(
                 "PATCH",
@@ -288,6 +295,50 @@ class KubeCluster:
             )
 
         self.call(stop)
+
+    def guest_shutdown(self, name: str, namespace: str = "tasks") -> None:
+        """The guest powers itself off: virt-handler marks the VMI Succeeded, then the VM controller acts on the
+        runStrategy as KubeVirt's does: Always boots a new VMI at once; RerunOnFailure and Manual leave the
+        Succeeded VMI and show the VM Stopped (Halted would already have had no VMI)."""
+        strategy = (self.vm(name, namespace) or {}).get("spec", {}).get("runStrategy")
+        self._patch(
+            (
+                self._vm_path(name, namespace, "virtualmachineinstances") + "/status",
+                {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False"}]},
+            )
+        )
+        if strategy == "Always":
+            self.call(lambda: self.api.system("DELETE", self._vm_path(name, namespace, "virtualmachineinstances")))
+            self.vm_running(name, namespace)
+            return
+        self.vm_status(
+            name,
+            "Stopped",
+            namespace,
+            created=True,
+            conditions=[{"type": "Ready", "status": "False", "reason": "VMIConditionMissing"}],
+        )
+
+    def kubevirt_cr(self, version: str = "v1.5.2", feature_gates: tuple[str, ...] = ("Snapshot",)) -> None:
+        """The KubeVirt CR the operator keeps (namespace kubevirt): the deployed version and the feature gates
+        (an administrator's edit of it is played as a replacement)."""
+        if "kubevirt" in self.objects(KUBEVIRTS, "kubevirt"):
+            path = "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt"
+            self.call(lambda: self.api.system("DELETE", path))
+        self.put(
+            KUBEVIRTS,
+            "kubevirt",
+            {
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "KubeVirt",
+                "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+                "spec": {"configuration": {"developerConfiguration": {"featureGates": list(feature_gates)}}},
+                "status": {"phase": "Deployed", "observedKubeVirtVersion": version, "targetKubeVirtVersion": version},
+            },
+        )
+
+    def vm_delete_policies(self) -> list[tuple[str, str]]:
+        return self.call(lambda: list(self.api.vm_delete_policies))
 
     def vm_restarted(self, name: str, namespace: str = "tasks") -> dict[str, Any]:
         """The VM controller acts on virt-api's Stop+Start requests: the old VMI goes, a new one runs."""

@@ -20,8 +20,11 @@ tests/clusters/test_kube_fixture.py so the backend is never tested against behav
 - KubeVirt when `serve_kubevirt()` was called (otherwise its groups answer 404, as on a cluster without
   it): kubevirt.io (VirtualMachines, VirtualMachineInstances), snapshot.kubevirt.io (snapshots, restores),
   cdi.kubevirt.io (DataVolumes) in API discovery and storage; virt-api's subresources (restart, pause,
-  unpause) with its refusals and the state change requests it writes; the VM controller's finalizer and
-  the DataVolumes it makes from dataVolumeTemplates; the restore webhook's "not stopped" refusal. The
+  unpause) with its refusals and the state change requests it writes; the VM controller's finalizer,
+  the DataVolumes it makes from dataVolumeTemplates and its re-adoption of any unowned DataVolume its
+  template names (until the VM is being deleted); the garbage collector orphaning a deleted VM's
+  dependents on propagationPolicy Orphan; the KubeVirt CR (version, feature gates); the restore
+  webhook's "not stopped" refusal. The
   rest of KubeVirt's controllers (status transitions, snapshot readiness, restores) are driven by the test.
 
 The server runs in its own thread and event loop; the sync client under test talks HTTP to it. Test
@@ -46,6 +49,7 @@ import kmock
 
 from tests.clusters.kube_api import (
     ALL_PERMISSIONS,
+    DATA_VOLUMES,
     JOBS,
     KUBEVIRT_GROUPS,
     PODS,
@@ -73,6 +77,7 @@ class RealisticKubernetes(KubeVirtApi, kmock.KubernetesEmulator):
         self.metrics_served = False
         self.kubevirt_served = False
         self.virt_api_calls: list[tuple[str, str, str, dict[str, Any]]] = []  # (plural, name, verb, body)
+        self.vm_delete_policies: list[tuple[str, str]] = []  # (VM name, propagationPolicy) of each VM delete
         self.node_metrics: list[dict[str, Any]] = []
         self.pod_metrics: dict[str, dict[str, str]] = {}  # pod name -> usage
         self.logs: dict[tuple[str, str], list[tuple[int, str, bytes]]] = {}  # (ns, pod) -> [(ns_time, stamp, line)]
@@ -114,11 +119,11 @@ class RealisticKubernetes(KubeVirtApi, kmock.KubernetesEmulator):
             request.data.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
         if request.resource is not None and request.action == kmock.action.DELETE:
             self._check_preconditions(request)
-        deleting_job = request.resource == JOBS and request.action == kmock.action.DELETE
-        job_before = self._get(JOBS, request.namespace, request.name) if deleting_job else None
+        deleting = request.resource in (JOBS, VMS) and request.action == kmock.action.DELETE
+        before = self._get(request.resource, request.namespace, request.name) if deleting else None
         response = await super()._handle(request)
         if 200 <= response.status < 300:
-            await self._controllers(request, job_before)
+            await self._controllers(request, before)
         return response
 
     def _authenticate(self, request: kmock.Request) -> bool:
@@ -370,19 +375,23 @@ class RealisticKubernetes(KubeVirtApi, kmock.KubernetesEmulator):
                 )
         return {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "items": items}
 
-    async def _controllers(self, request: kmock.Request, job_before: dict[str, Any] | None) -> None:
+    async def _controllers(self, request: kmock.Request, before: dict[str, Any] | None) -> None:
         if request.resource == VMS and request.action == kmock.action.CREATE:
             await self._vm_controller_start(request.data)
+        if request.resource == VMS and request.action == kmock.action.DELETE and before is not None:
+            await self._garbage_collector_vm_deleted(request, before)
+        if request.resource in (VMS, DATA_VOLUMES) and request.action in (kmock.action.CREATE, kmock.action.UPDATE):
+            await self._vm_controller_adopt(request.namespace)
         if request.resource == JOBS and request.action == kmock.action.CREATE:
             await self._job_controller_start(request.data)
         elif request.resource == PODS and request.action in (kmock.action.UPDATE, kmock.action.DELETE):
             await self._job_controller_sync(
                 request.namespace, request.name, deleted=request.action == kmock.action.DELETE
             )
-        elif request.resource == JOBS and request.action == kmock.action.DELETE and job_before is not None:
+        elif request.resource == JOBS and request.action == kmock.action.DELETE and before is not None:
             policy = request.params.get("propagationPolicy") or (request.data or {}).get("propagationPolicy")
             if policy in ("Background", "Foreground"):  # the API's default for batch/v1 Jobs is to orphan the pods
-                for pod in self.pods_of(request.namespace, job_before["metadata"]["name"]):
+                for pod in self.pods_of(request.namespace, before["metadata"]["name"]):
                     await self.system(
                         "DELETE", f"/api/v1/namespaces/{request.namespace}/pods/{pod['metadata']['name']}"
                     )

@@ -1,4 +1,5 @@
-"""KubeVirt (and CDI) in the loopback Kubernetes API: discovery, virt-api's subresources, the VM controller's start.
+"""KubeVirt (and CDI) in the loopback Kubernetes API: discovery, virt-api's subresources, the VM controller's
+start and adoption, the garbage collector's handling of a deleted VM's DataVolumes, and the KubeVirt CR.
 
 A mixin of `RealisticKubernetes` (tests/clusters/kube_fixture.py); see its docstring for what is played.
 """
@@ -11,6 +12,7 @@ import kmock
 
 from tests.clusters.kube_api import (
     DATA_VOLUMES,
+    KUBEVIRTS,
     VIRT_API,
     VM_FINALIZER,
     VM_RESTORES,
@@ -26,9 +28,14 @@ class KubeVirtApi:
 
     # ------------------------------------------------------------------ KubeVirt
     def serve_kubevirt(self) -> None:
-        """Install KubeVirt (and CDI): its groups appear in API discovery and their objects are stored."""
+        """Install KubeVirt (and CDI): its groups appear in API discovery and their objects are stored.
+
+        The KubeVirt CR (kubevirt/kubevirt) is the test's to write (KubeCluster.kubevirt_cr); without one,
+        reading it answers an empty list, as on a cluster whose operator has not made it yet.
+        """
         self.kubevirt_served = True
         for resource, kind, subresources in (
+            (KUBEVIRTS, "KubeVirt", {"status"}),
             (VMS, "VirtualMachine", {"status"}),
             (VMIS, "VirtualMachineInstance", {"status"}),
             (VM_SNAPSHOTS, "VirtualMachineSnapshot", {"status"}),
@@ -121,19 +128,68 @@ class KubeVirtApi:
                 "kind": "DataVolume",
                 "metadata": {
                     **template.get("metadata", {}),
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "kubevirt.io/v1",
-                            "kind": "VirtualMachine",
-                            "name": metadata["name"],
-                            "uid": metadata["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
+                    "ownerReferences": [vm_owner(vm)],
                 },
                 "spec": template.get("spec", {}),
             }
             await self.system("POST", f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes", dv)
 
     # ------------------------------------------------------------------ controllers
+
+    async def _vm_controller_adopt(self, namespace: str | None) -> None:
+        """The VM controller's adoption (its controller-ref manager): any DataVolume that a VM's template names
+        and that has no controller is made the VM's again, on every sync, until the VM is being deleted."""
+        for (resource, ns, _name), obj in list(self.objects.items()):
+            if resource != VMS or ns != namespace or obj.deleted:
+                continue
+            vm = obj.raw
+            if vm["metadata"].get("deletionTimestamp"):
+                continue
+            volumes = (((vm.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or []
+            for volume in volumes:
+                dv_name = (volume.get("dataVolume") or {}).get("name")
+                dv = self._get(DATA_VOLUMES, namespace, dv_name)
+                if dv is None or dv["metadata"].get("deletionTimestamp"):
+                    continue
+                owners = dv["metadata"].get("ownerReferences") or []
+                if any(ref.get("controller") for ref in owners):
+                    continue
+                await self.system(
+                    "PATCH",
+                    f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes/{dv_name}",
+                    {"metadata": {"ownerReferences": [*owners, vm_owner(vm)]}},
+                )
+
+    async def _garbage_collector_vm_deleted(self, request: kmock.Request, vm: dict[str, Any]) -> None:
+        """propagationPolicy Orphan: the garbage collector removes the VM's ownerReference from its dependents
+        before the VM goes (they stay). Background (the default for custom resources) and Foreground: the
+        dependents still owned go once the VM is gone (KubeCluster.vm_deletion_finished plays that part)."""
+        body = request.data if isinstance(request.data, dict) else {}
+        policy = request.params.get("propagationPolicy") or body.get("propagationPolicy") or "Background"
+        self.vm_delete_policies.append((vm["metadata"]["name"], policy))
+        if policy != "Orphan":
+            return
+        uid, namespace = vm["metadata"]["uid"], request.namespace
+        for (resource, ns, name), obj in list(self.objects.items()):
+            if resource != DATA_VOLUMES or ns != namespace or obj.deleted:
+                continue
+            owners = obj.raw["metadata"].get("ownerReferences") or []
+            kept = [ref for ref in owners if ref.get("uid") != uid]
+            if len(kept) != len(owners):
+                await self.system(
+                    "PATCH",
+                    f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes/{name}",
+                    {"metadata": {"ownerReferences": kept or None}},
+                )
+
+
+def vm_owner(vm: dict[str, Any]) -> dict[str, Any]:
+    """The ownerReference the VM controller puts on what it owns."""
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "name": vm["metadata"]["name"],
+        "uid": vm["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

@@ -19,6 +19,7 @@ from clusters.models import CloudConnection
 from resources.models import Operation
 from resources.services import operation_run
 from tests.plugins.openstack import INSTALLATION
+from tests.resources.kubevirt_world import kv  # noqa: F401 - the KubeVirt cluster fixture, for test_kubevirt*.py
 
 
 def make_connection(openstack_cloud, world) -> CloudConnection:

@@ -9,121 +9,21 @@ stays running until the post-condition is observed.
 
 from __future__ import annotations
 
-import threading
-import time
-
-import pytest
-from django.db import connections
-
-from clusters.models import CloudConnection
-from resources import jobs
 from resources.models import Instance, Operation, Snapshot
 from tests.clusters.kube_api import DATA_VOLUMES, VM_RESTORES, VM_SNAPSHOTS, VMS
 from tests.helpers import wait_for
-
-NS = "tasks"
-SETTLE = 0.6  # long enough for a dozen polls at INSTANCE_POLL_SECONDS: the operation had every chance to end
-
-
-def make_connection(kube, token_file, world, cloud_id="kv-lab", **options):
-    connection = CloudConnection.objects.create(
-        cloud_id=cloud_id,
-        backend="kubernetes",
-        endpoint=kube.url,
-        scope=NS,
-        credentials_ref=f"token-file:{token_file}",
-        options={"vm_flavors": {"small": {"vcpus": 1, "memory_mb": 1024}, "big": {"vcpus": 2, "memory_mb": 4096}}}
-        | options,
-    )
-    connection.projects.add(world.alpha)
-    return connection
-
-
-@pytest.fixture
-def kv(transactional_db, world, kube, token_file, settings):
-    """A cluster with KubeVirt: `kv-lab` (DataVolume root disks) and `kv-ephemeral` (containerDisks)."""
-    settings.INSTANCE_OPERATION_DEADLINE_SECONDS = 20
-    settings.INSTANCE_POLL_SECONDS = 0.05
-    kube.serve_kubevirt()
-    make_connection(kube, token_file, world, vm_root_disk={"size_gb": 5, "storage_class": "local-path"})
-    make_connection(kube, token_file, world, cloud_id="kv-ephemeral")
-    return kube
-
-
-class Worker:
-    """Runs one operation's job in a thread, as a django-q worker would."""
-
-    def __init__(self, operation_id: str) -> None:
-        self.operation_id = operation_id
-        self.result: str | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.result = jobs.run_operation(self.operation_id)
-        finally:
-            connections.close_all()
-
-    def join(self) -> str:
-        self.thread.join(30)
-        assert not self.thread.is_alive(), "the operation job did not finish"
-        return self.result
-
-
-def asked(cluster, worker: Worker, count: int = 1) -> list:
-    """Wait for the job's virt-api request; an operation that ended first says why."""
-
-    def made():
-        op = operation(worker.operation_id)
-        assert op.state in ("pending", "running"), (op.state, op.error_message)
-        return len(cluster.virt_api_calls()) >= count
-
-    wait_for(made, what="the virt-api request")
-    return cluster.virt_api_calls()
-
-
-def operation(operation_id: str) -> Operation:
-    return Operation.objects.get(pk=operation_id)
-
-
-def still_running(operation_id: str) -> None:
-    """The operation is running, and still is after a while: nothing was concluded from the request alone."""
-    wait_for(lambda: operation(operation_id).state == "running", what="the operation to start")
-    time.sleep(SETTLE)
-    op = operation(operation_id)
-    assert op.state == "running", (op.state, op.error_message)
-
-
-def act(api, instance_id: str, action: str, user: str = "bob", **params):
-    return api(user).post(f"/api/v1/instances/{instance_id}/actions", {"action": action, **params}, format="json")
-
-
-def accepted(response) -> str:
-    assert response.status_code == 202, response.json()
-    return response.json()["id"]
-
-
-def succeeded(worker: Worker) -> Operation:
-    assert worker.join() == "succeeded", operation(worker.operation_id).error_message
-    return operation(worker.operation_id)
-
-
-def create_running(api, cluster, cloud="kv-lab", name="vm1") -> tuple[str, str]:
-    """POST an instance and bring it up as KubeVirt would; returns (instance id, VM name)."""
-    response = api("bob").post(
-        "/api/v1/instances",
-        {"name": name, "cloud": cloud, "flavor": "small", "image": "quay.io/containerdisks/fedora:40"},
-        format="json",
-    )
-    op_id = accepted(response)
-    instance_id = response.json()["instance"]
-    worker = Worker(op_id)
-    vm_name = wait_for(lambda: Instance.objects.get(pk=instance_id).server_id, what="the VM to be created")
-    cluster.vm_status(vm_name, "Starting")
-    cluster.vm_running(vm_name)
-    succeeded(worker)
-    return instance_id, vm_name
+from tests.resources.kubevirt_world import (
+    NS,
+    Worker,
+    accepted,
+    act,
+    asked,
+    create_running,
+    make_connection,
+    operation,
+    still_running,
+    succeeded,
+)
 
 
 # ---------------------------------------------------------------------------- create, stop, start
@@ -144,7 +44,7 @@ def test_create_makes_a_labelled_vm_and_succeeds_only_once_kubevirt_shows_it_run
     assert labels["cloudpivot.io/instance"] == instance_id
     assert labels["cloudpivot.io/installation"] == str(settings.INSTALLATION_ID)[:63]
     spec = vm["spec"]
-    assert spec["runStrategy"] == "Always"
+    assert spec["runStrategy"] == "RerunOnFailure"  # a guest that shuts down stays off
     domain = spec["template"]["spec"]["domain"]
     assert domain["cpu"] == {"cores": 2} and domain["memory"] == {"guest": "4096Mi"}
     template = spec["dataVolumeTemplates"][0]
@@ -183,8 +83,8 @@ def test_stop_and_start_set_the_run_strategy_and_wait_for_the_controller(kv, api
     assert kv.vmi(name) is None
 
     start = Worker(accepted(act(api, instance_id, "start")))
-    wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "Always", what="runStrategy Always")
-    still_running(start.operation_id)  # Stopped with runStrategy Always: not settled
+    wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "RerunOnFailure", what="runStrategy RerunOnFailure")
+    still_running(start.operation_id)  # Stopped with runStrategy RerunOnFailure and no VMI: not settled
     kv.vm_running(name)
     succeeded(start)
     instance = Instance.objects.get(pk=instance_id)
@@ -309,13 +209,16 @@ def test_snapshot_then_restore_while_stopped_and_delete_keeping_the_data_volume(
     delete = Worker(accepted(act(api, instance_id, "delete", volumes="keep")))
     wait_for(lambda: kv.vm(name)["metadata"].get("deletionTimestamp"), what="the VM to be deleted")
     dv = kv.objects(DATA_VOLUMES)[f"{name}-root"]
+    # the VM controller re-adopts an unowned DataVolume until the VM is being deleted: releasing it before the
+    # delete (the old order) leaves it owned here, and the garbage collector takes it with the VM
     assert not dv["metadata"].get("ownerReferences"), "the DataVolume is still owned by the VM"
+    assert kv.vm_delete_policies() == [(name, "Orphan")]
     still_running(delete.operation_id)  # the VM controller's finalizer holds the VM
     kv.vm_deletion_finished(name)
     op = succeeded(delete)
     assert kv.vm(name) is None and kv.vmi(name) is None
     assert f"{name}-root" in kv.objects(DATA_VOLUMES), "a delete with volumes=keep lost the root disk"
-    assert op.result["volumes"].startswith("kept")
+    assert op.result["volumes"].startswith("kept") and op.result["kept"] == [f"datavolume/{name}-root"]
     assert Instance.objects.get(pk=instance_id).status == "Deleted"
 
 
@@ -365,7 +268,8 @@ def test_refresh_sees_what_happened_behind_cloudpivots_back(kv, api):
     assert kv.vm(other) is None
     assert instances_refresh() == "observed 2 instances, 2 changed"
     instance = Instance.objects.get(pk=instance_id)
-    assert (instance.status, instance.status_reason) == ("Stopped", "KubeVirt: Stopped")
+    assert (instance.status, instance.desired_power_state) == ("Stopped", "stopped")  # not booted behind its back
+    assert instance.status_reason.startswith("stopped outside CloudPivot (KubeVirt: Stopped)")
     gone = Instance.objects.get(pk=other_id)
     assert gone.status == "Unknown" and f"server {other} not found in the cloud" in gone.status_reason
 

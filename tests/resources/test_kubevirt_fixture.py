@@ -157,3 +157,67 @@ def test_the_restore_webhook_refuses_a_vm_that_is_not_stopped(kube, client):
     )
     create()
     assert kube.objects(VM_RESTORES)["r1"]["metadata"]["uid"]
+
+
+def release(custom, name: str) -> None:
+    custom.patch_namespaced_custom_object(
+        "cdi.kubevirt.io", "v1beta1", NS, "datavolumes", name, {"metadata": {"ownerReferences": None}}
+    )
+
+
+def test_the_vm_controller_re_adopts_an_unowned_data_volume_its_template_names_until_the_vm_is_deleted(kube, client):
+    kube.serve_kubevirt()
+    custom = k8s.CustomObjectsApi(client)
+    body = vm("a", data_volume=True)
+    body["spec"]["template"]["spec"]["volumes"] = [{"name": "root", "dataVolume": {"name": "a-root"}}]
+    custom.create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", body)
+    uid = kube.vm("a")["metadata"]["uid"]
+    release(custom, "a-root")  # released, then re-adopted by the controller's next sync
+    assert [ref["uid"] for ref in kube.objects(DATA_VOLUMES)["a-root"]["metadata"]["ownerReferences"]] == [uid]
+
+    custom.delete_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", "a")  # Background
+    assert kube.vm("a")["metadata"]["deletionTimestamp"]
+    release(custom, "a-root")  # the VM is being deleted: no adoption any more
+    assert not kube.objects(DATA_VOLUMES)["a-root"]["metadata"].get("ownerReferences")
+
+
+def test_deleting_a_vm_with_orphan_propagation_keeps_its_data_volumes_and_background_does_not(kube, client):
+    kube.serve_kubevirt()
+    custom = k8s.CustomObjectsApi(client)
+    for name in ("a", "b"):
+        custom.create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", vm(name, data_volume=True))
+    custom.delete_namespaced_custom_object(
+        "kubevirt.io", "v1", NS, "virtualmachines", "a", body={"propagationPolicy": "Orphan"}
+    )
+    assert not kube.objects(DATA_VOLUMES)["a-root"]["metadata"].get("ownerReferences"), "orphaned at once"
+    custom.delete_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", "b")
+    assert kube.vm_delete_policies() == [("a", "Orphan"), ("b", "Background")]
+    kube.vm_deletion_finished("a")
+    kube.vm_deletion_finished("b")
+    assert kube.vm("a") is None and kube.vm("b") is None
+    assert set(kube.objects(DATA_VOLUMES)) == {"a-root"}
+
+
+def test_a_guest_shutdown_is_undone_by_run_strategy_always_and_kept_by_rerun_on_failure(kube, client):
+    kube.serve_kubevirt()
+    custom = k8s.CustomObjectsApi(client)
+    custom.create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", vm("always"))
+    custom.create_namespaced_custom_object("kubevirt.io", "v1", NS, "virtualmachines", vm("rerun", "RerunOnFailure"))
+    first = kube.vm_running("always")["metadata"]["uid"]
+    kube.vm_running("rerun")
+    kube.guest_shutdown("always")
+    assert kube.vm("always")["status"]["printableStatus"] == "Running"
+    assert kube.vmi("always")["metadata"]["uid"] != first, "a new VMI: the guest was booted again"
+    kube.guest_shutdown("rerun")
+    assert kube.vm("rerun")["status"]["printableStatus"] == "Stopped"
+    assert kube.vmi("rerun")["status"]["phase"] == "Succeeded"
+
+
+def test_the_kubevirt_cr_is_readable_cluster_wide_once_written(kube, client):
+    kube.serve_kubevirt()
+    custom = k8s.CustomObjectsApi(client)
+    assert custom.list_cluster_custom_object("kubevirt.io", "v1", "kubevirts")["items"] == []
+    kube.kubevirt_cr(version="v1.4.0", feature_gates=())
+    (cr,) = custom.list_cluster_custom_object("kubevirt.io", "v1", "kubevirts")["items"]
+    assert cr["status"]["observedKubeVirtVersion"] == "v1.4.0"
+    assert cr["spec"]["configuration"]["developerConfiguration"]["featureGates"] == []

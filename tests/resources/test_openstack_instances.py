@@ -197,15 +197,38 @@ def test_a_resize_is_checked_against_quota_and_a_resize_nova_gives_up_on_fails_w
     assert (vm["flavor"], vm["status"], vm["operation"]) == ("cp.tiny", "Running", None)
 
 
-def test_the_refresh_sees_a_server_stopped_outside_cloudpivot_and_audits_it(os_instances, api):
+def test_a_server_found_shutoff_that_cloudpivot_did_not_stop_stays_stopped_until_a_new_boot_id(os_instances, api):
+    """Nova's fake driver has no guest to power itself off: the admin's os-stop outside CloudPivot is the same
+    observation for CloudPivot (SHUTOFF, never asked for), and Nova cannot tell the two apart either."""
     operation = finished(api, create(api).json()["id"])
-    vm = instance(api, operation["instance"])
+    instance_id = operation["instance"]
+    vm = instance(api, instance_id)
     os_instances.conn.compute.stop_server(vm["server_id"])
     helpers.wait_for(lambda: nova(os_instances, vm["server_id"]) == ("SHUTOFF", None), timeout=60, what="SHUTOFF")
     assert "1 changed" in instances_refresh()
-    vm = instance(api, operation["instance"])
-    assert (vm["status"], vm["status_reason"]) == ("Stopped", "Nova: SHUTOFF")
-    entry = AuditEntry.objects.get(action="resources:instance-status")
+    vm = instance(api, instance_id)
+    assert (vm["status"], vm["desired_power_state"], vm["boot_id"]) == ("Stopped", "stopped", 1)
+    assert vm["status_reason"].startswith(
+        "the guest stopped itself, or it was stopped outside CloudPivot (Nova: SHUTOFF), not CloudPivot"
+    )
+    entry = AuditEntry.objects.get(action="resources:instance-guest-stopped")
     assert entry.details["was"] == "Running" and entry.details["now"] == "Stopped"
+    events = api("bob").get(f"/api/v1/instances/{instance_id}/operations").json()
+    rows = events["results"] if isinstance(events, dict) else events
+    assert [(r["action"], r["state"], r["result"].get("event")) for r in rows][0] == (
+        "stop",
+        "succeeded",
+        "the guest stopped itself, or it was stopped outside CloudPivot",
+    )
     assert "0 changed" in instances_refresh()  # nothing new: no second entry
-    assert AuditEntry.objects.filter(action="resources:instance-status").count() == 1
+    assert AuditEntry.objects.filter(action="resources:instance-guest-stopped").count() == 1
+    assert nova(os_instances, vm["server_id"]) == ("SHUTOFF", None)  # nothing booted it behind anyone's back
+
+    replay = api("bob").post(
+        f"/api/v1/instances/{instance_id}/actions", {"action": "start", "boot_id": 1}, format="json"
+    )
+    assert replay.json()["action"] == "create" and nova(os_instances, vm["server_id"]) == ("SHUTOFF", None)
+    operation = act(api, instance_id, action="start", boot_id=2)
+    assert operation["result"]["observed"]["server_status"] == "ACTIVE"
+    vm = instance(api, instance_id)
+    assert (vm["status"], vm["desired_power_state"], vm["boot_id"]) == ("Running", "running", 2)

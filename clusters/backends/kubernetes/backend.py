@@ -22,6 +22,7 @@ from clusters.backends.base import (
 from clusters.backends.kubernetes import figures, inventory, logs, task_secrets
 from clusters.backends.kubernetes.claims import claim_errors
 from clusters.backends.kubernetes.client import KubeApiError, KubeClient
+from clusters.backends.kubernetes.kubevirt_support import SNAPSHOT_API, snapshot_support
 from clusters.backends.kubernetes.labels import LABEL_ATTEMPT, describe_labels, job_is_ours
 from clusters.backends.kubernetes.manifest import job_manifest, resources_with_defaults
 from clusters.backends.kubernetes.observation import PodView, container_started, newest_pod, observe_attempt
@@ -181,6 +182,27 @@ class KubernetesBackend(ExecutionBackend):
             "VM instances not available on this cluster: it does not serve the kubevirt.io API "
             "(KubeVirt is not installed)"
         )
+
+    def vm_snapshots(self) -> tuple[bool | None, str]:
+        available, message = self.vm_instances()
+        if not available:
+            return False, message
+        support = snapshot_support(self.client)
+        return support.available, support.message
+
+    def feature_checks(self) -> list[dict[str, Any]]:
+        """Where KubeVirt runs: whether VM snapshots work (KubeVirt >= 1.3.0, the Snapshot gate before 1.9)."""
+        if not self.client.serves_api_group(KUBEVIRT_GROUP):
+            return []
+        support = snapshot_support(self.client)
+        return [
+            {
+                "what": f"KubeVirt VM snapshots and restores ({SNAPSHOT_API})",
+                "ok": bool(support.available),
+                "required": False,
+                "detail": support.message,
+            }
+        ]
 
     # ------------------------------------------------------------------ the Job
     def job(self, attempt: AttemptRef) -> dict[str, Any]:

@@ -226,14 +226,18 @@ class KubeClient:
             what, self.custom().patch_namespaced_custom_object, group, version, self.namespace, plural, name, patch
         )
 
-    def delete_object(self, group: str, version: str, plural: str, name: str, *, what: str, uid: str = "") -> dict:
-        """Delete a custom object; with `uid`, exactly that one (Background propagation)."""
+    def delete_object(
+        self, group: str, version: str, plural: str, name: str, *, what: str, uid: str = "", propagation: str = ""
+    ) -> dict:
+        """Delete a custom object; with `uid`, exactly that one. `propagation`: what the garbage collector does
+        with its dependents (Background by default with a uid; Orphan keeps them, with their ownerReference gone)."""
         options: dict[str, Any] = {}
-        if uid:
-            options = {
-                "propagation_policy": "Background",
-                "body": {"propagationPolicy": "Background", "preconditions": {"uid": uid}},
-            }
+        policy = propagation or ("Background" if uid else "")
+        if policy or uid:
+            body: dict[str, Any] = {"propagationPolicy": policy} if policy else {}
+            if uid:
+                body["preconditions"] = {"uid": uid}
+            options = {"body": body, **({"propagation_policy": policy} if policy else {})}
         return self.call(
             what,
             self.custom().delete_namespaced_custom_object,
@@ -244,6 +248,20 @@ class KubeClient:
             name,
             **options,
         )
+
+    def pvc(self, name: str) -> dict[str, Any] | None:
+        """The PersistentVolumeClaim of that name in the namespace, None when there is none."""
+        try:
+            return self.call(
+                f"reading PersistentVolumeClaim {name}",
+                self.core().read_namespaced_persistent_volume_claim,
+                name,
+                self.namespace,
+            )
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def put_subresource(self, group: str, version: str, plural: str, name: str, verb: str, body: dict, *, what: str):
         """PUT /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{verb} (e.g. KubeVirt's virt-api)."""

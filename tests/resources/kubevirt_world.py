@@ -1,0 +1,122 @@
+"""The KubeVirt test world: a `kv` cluster fixture, and a worker thread per operation job, as django-q runs them.
+
+Shared by tests/resources/test_kubevirt*.py; `kv` reaches them through tests/resources/conftest.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connections
+
+from clusters.models import CloudConnection
+from resources import jobs
+from resources.models import Instance, Operation
+from tests.helpers import wait_for
+
+NS = "tasks"
+SETTLE = 0.6  # long enough for a dozen polls at INSTANCE_POLL_SECONDS: the operation had every chance to end
+
+
+def make_connection(kube, token_file, world, cloud_id="kv-lab", **options):
+    connection = CloudConnection.objects.create(
+        cloud_id=cloud_id,
+        backend="kubernetes",
+        endpoint=kube.url,
+        scope=NS,
+        credentials_ref=f"token-file:{token_file}",
+        options={"vm_flavors": {"small": {"vcpus": 1, "memory_mb": 1024}, "big": {"vcpus": 2, "memory_mb": 4096}}}
+        | options,
+    )
+    connection.projects.add(world.alpha)
+    return connection
+
+
+@pytest.fixture
+def kv(transactional_db, world, kube, token_file, settings):
+    """A cluster with KubeVirt: `kv-lab` (DataVolume root disks) and `kv-ephemeral` (containerDisks)."""
+    settings.INSTANCE_OPERATION_DEADLINE_SECONDS = 20
+    settings.INSTANCE_POLL_SECONDS = 0.05
+    kube.serve_kubevirt()
+    kube.kubevirt_cr(version="v1.5.2", feature_gates=("Snapshot",))  # snapshots work; tests change it
+    make_connection(kube, token_file, world, vm_root_disk={"size_gb": 5, "storage_class": "local-path"})
+    make_connection(kube, token_file, world, cloud_id="kv-ephemeral")
+    return kube
+
+
+class Worker:
+    """Runs one operation's job in a thread, as a django-q worker would."""
+
+    def __init__(self, operation_id: str) -> None:
+        self.operation_id = operation_id
+        self.result: str | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = jobs.run_operation(self.operation_id)
+        finally:
+            connections.close_all()
+
+    def join(self) -> str:
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "the operation job did not finish"
+        return self.result
+
+
+def asked(cluster, worker: Worker, count: int = 1) -> list:
+    """Wait for the job's virt-api request; an operation that ended first says why."""
+
+    def made():
+        op = operation(worker.operation_id)
+        assert op.state in ("pending", "running"), (op.state, op.error_message)
+        return len(cluster.virt_api_calls()) >= count
+
+    wait_for(made, what="the virt-api request")
+    return cluster.virt_api_calls()
+
+
+def operation(operation_id: str) -> Operation:
+    return Operation.objects.get(pk=operation_id)
+
+
+def still_running(operation_id: str) -> None:
+    """The operation is running, and still is after a while: nothing was concluded from the request alone."""
+    wait_for(lambda: operation(operation_id).state == "running", what="the operation to start")
+    time.sleep(SETTLE)
+    op = operation(operation_id)
+    assert op.state == "running", (op.state, op.error_message)
+
+
+def act(api, instance_id: str, action: str, user: str = "bob", **params):
+    return api(user).post(f"/api/v1/instances/{instance_id}/actions", {"action": action, **params}, format="json")
+
+
+def accepted(response) -> str:
+    assert response.status_code == 202, response.json()
+    return response.json()["id"]
+
+
+def succeeded(worker: Worker) -> Operation:
+    assert worker.join() == "succeeded", operation(worker.operation_id).error_message
+    return operation(worker.operation_id)
+
+
+def create_running(api, cluster, cloud="kv-lab", name="vm1") -> tuple[str, str]:
+    """POST an instance and bring it up as KubeVirt would; returns (instance id, VM name)."""
+    response = api("bob").post(
+        "/api/v1/instances",
+        {"name": name, "cloud": cloud, "flavor": "small", "image": "quay.io/containerdisks/fedora:40"},
+        format="json",
+    )
+    op_id = accepted(response)
+    instance_id = response.json()["instance"]
+    worker = Worker(op_id)
+    vm_name = wait_for(lambda: Instance.objects.get(pk=instance_id).server_id, what="the VM to be created")
+    cluster.vm_status(vm_name, "Starting")
+    cluster.vm_running(vm_name)
+    succeeded(worker)
+    return instance_id, vm_name
