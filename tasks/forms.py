@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.forms.utils import ErrorDict
 from django.urls import reverse
 
 from cloudpivot.documents import DocumentError, load_json_or_yaml
@@ -174,6 +175,11 @@ class TaskSubmitForm(SpecErrorsMixin, forms.Form):
                 self.fields[name].help_text = f"Empty: the cloud's default, {defaults[name]:g} {unit}."
         if self.choices.secret_names:
             self.fields["secrets"].help_text += " This project's secrets: " + ", ".join(self.choices.secret_names) + "."
+
+    def unchecked(self) -> TaskSubmitForm:
+        """A refresh shows what was typed with no errors yet: nothing was sent, so there is nothing to refuse."""
+        self._errors = ErrorDict()  # Django validates on the first read of `errors`; an empty dict means "not yet"
+        return self
 
     def kept(self) -> list[Any]:
         """The cloud-dependent fields the chosen cloud does not run but that hold something: sent along hidden,

@@ -190,7 +190,7 @@ def task_create(request: HttpRequest) -> HttpResponse:
     options = {"clouds": clouds, "projects": list(projects)}
     mode = request.POST.get("mode") or request.GET.get("mode") or "form"
     if request.method == "POST" and "refresh" in request.POST:
-        form = TaskSubmitForm(request.POST, prefix="form", choices=_choices(request, projects), **options)
+        form = TaskSubmitForm(request.POST, prefix="form", choices=_choices(request, projects), **options).unchecked()
         raw = TaskDocumentForm(prefix="raw", initial=_raw_initial(clouds))
         context = {"form": form, "raw": raw, "mode": "form", "clouds": clouds, "projects": list(projects)}
         return render(request, "tasks/task_form.html", context)
