@@ -146,6 +146,10 @@ class TaskSubmitForm(SpecErrorsMixin, forms.Form):
     def _image_widget(self) -> None:
         image = self.fields["image"]
         defaults = self.choices.defaults
+        if self.shown("image") and not defaults.get("image") and self.choices.connection is not None:
+            image.required = True  # the cloud has no image of its own to fall back on (Kubernetes)
+            cloud = self.choices.connection.cloud_id
+            image.error_messages["required"] = f"Name the image to run: the {cloud} cloud has no default image."
         if self.choices.image_choices == "inventory" and self.choices.images:
             current = str(self["image"].value() or "")
             options = list(self.choices.images)
@@ -170,9 +174,10 @@ class TaskSubmitForm(SpecErrorsMixin, forms.Form):
         if defaults.get("flavor"):
             for name in ("cpu", "memory_mb"):
                 self.fields[name].help_text = f"At most the flavor {defaults['flavor']}'s; the task gets the whole VM."
-        for name, unit in (("cpu", "cores"), ("memory_mb", "MB")):
+        for name, unit in (("cpu", "core"), ("memory_mb", "MB")):
             if defaults.get(name):
-                self.fields[name].help_text = f"Empty: the cloud's default, {defaults[name]:g} {unit}."
+                plural = "s" if unit == "core" and defaults[name] != 1 else ""
+                self.fields[name].help_text = f"Empty: the cloud's default, {defaults[name]:g} {unit}{plural}."
         if self.choices.secret_names:
             self.fields["secrets"].help_text += " This project's secrets: " + ", ".join(self.choices.secret_names) + "."
 

@@ -18,7 +18,7 @@ from cloudpivot.accounts.project_secrets import project_secrets
 from cloudpivot.exceptions import ApplicationError
 from clusters.backends import get_backend
 from clusters.backends.base import TASK_FIELDS_EVERYWHERE, BackendError
-from clusters.inventory import cloud_inventory
+from clusters.metrics.visibility import inventory_visible
 from clusters.models import CloudConnection
 from clusters.selectors import connections_visible_to
 from tasks.models import Task
@@ -63,7 +63,8 @@ def submit_choices(*, user: AbstractBaseUser, cloud_id: str, project: Project | 
         choices.images = [(image, image) for image in recent_images(user=user, connection=connection)]
     elif choices.image_choices == "inventory":
         try:
-            answer = cloud_inventory(connection=connection, kind="images", user=user)
+            # as the cloud page shows them to this user: never another project's snapshots
+            answer = inventory_visible(connection=connection, kind="images", user=user)
         except ApplicationError as exc:
             choices.problem = f"{exc.message}; type the image name instead"
         else:

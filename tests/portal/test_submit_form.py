@@ -130,8 +130,8 @@ def test_the_clouds_refusals_come_back_next_to_the_field(pages, world, kube, kub
         assert response.status_code == 400 and not Task.objects.exists()
         return response.context["form"].errors
 
-    assert "no-such-secret" in errors()["secrets"][0]  # each refusal in turn, on its own field
-    assert "name the container image" in errors(**{"form-secrets": "db-password=DB"})["image"][0]
+    assert "no default image" in errors()["image"][0]  # each refusal in turn, on its own field
+    assert "no-such-secret" in errors(**{"form-image": "busybox"})["secrets"][0]
     found = errors(**{"form-secrets": "db-password=DB", "form-image": "busybox"})
     assert found["volumes"][0].startswith("Line 1") and "nobodys-claim" in found["volumes"][0], found
 

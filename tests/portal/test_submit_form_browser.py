@@ -10,6 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from cloudpivot.accounts.project_secrets import secret_create
+from resources.choices import SnapshotStatus
+from resources.models import Snapshot
 from tests import helpers
 from tests.clusters.kube_api import PVCS
 from tests.plugins.browser import LAPTOP, screenshot
@@ -41,7 +43,9 @@ def test_a_local_task_from_the_form(open_page, live, world):
     page = open_page("bob")
     sent = watch_requests(page)
     page.goto("/tasks/new")
-    expect(page.locator("#submit-cloud-note")).to_contain_text("local (Local host): runs the command on the CloudPivot host")
+    expect(page.locator("#submit-cloud-note")).to_contain_text(
+        "local (Local host): runs the command on the CloudPivot host"
+    )
     expect(page.get_by_label("Image")).to_have_count(0)  # the host runs the command: no image, no GPUs
     expect(page.get_by_label("GPUs")).to_have_count(0)
     page.get_by_label("Name").fill("local from the form")
@@ -66,7 +70,10 @@ def test_a_kubernetes_task_from_the_form_then_cloned_with_a_change(open_page, li
     page.goto("/tasks/new")
     page.get_by_label("Name").fill("train on k3s")
     page.get_by_label("Command").fill("python3\ntrain.py")
-    page.get_by_label("Cloud").select_option("k3s-lab")  # htmx posts the form back: the cloud's own fields
+    page.get_by_label("Cloud").select_option("local")  # htmx posts the form back: the cloud's own fields
+    expect(page.locator("#submit-cloud-note")).to_contain_text("local (Local host)")
+    expect(page.get_by_label("Image")).to_have_count(0)
+    page.get_by_label("Cloud").select_option("k3s-lab")
     expect(page.locator("#submit-cloud-note")).to_contain_text("k3s-lab (Kubernetes): each task is a pod")
     expect(page.get_by_label("Name")).to_have_value("train on k3s")  # what was typed stays
     expect(page.get_by_label("Secrets")).to_be_visible()
@@ -133,16 +140,42 @@ def test_without_javascript_the_refresh_button_shows_the_clouds_fields(browser, 
         context.close()
 
 
-def test_an_openstack_task_picks_its_image_from_glance(open_page, os_live, world):
+@pytest.fixture
+def beta_snapshot(os_live, world):
+    """An image in Glance that is project beta's CloudPivot snapshot: never offered to alpha's members."""
+    conn = os_live.conn
+    image = conn.image.create_image(
+        name="beta-private-snapshot",
+        data=b"not a disk",
+        disk_format="raw",
+        container_format="bare",
+        visibility="public",
+    )
+    Snapshot.objects.create(
+        name="beta-data",
+        project=world.beta,
+        owner=world.charlie,
+        connection=os_live.connection,
+        image_id=image.id,
+        status=SnapshotStatus.AVAILABLE,
+    )
+    yield image
+    conn.image.delete_image(image.id, ignore_missing=True)
+
+
+def test_an_openstack_task_picks_its_image_from_glance(open_page, os_live, world, beta_snapshot):
     page = open_page("bob")
     sent = watch_requests(page)
     page.goto("/tasks/new")
     page.get_by_label("Command").fill("true")
     page.get_by_label("Cloud").select_option("os-dev")
-    expect(page.locator("#submit-cloud-note")).to_contain_text("os-dev (OpenStack): each task gets a VM of the flavor cp.tiny")
+    expect(page.locator("#submit-cloud-note")).to_contain_text(
+        "os-dev (OpenStack): each task gets a VM of the flavor cp.tiny"
+    )
     image = page.get_by_label("Image")
     expect(image.locator('option[value="cp-runner-fake"]')).to_have_count(1)  # from the cloud's image list
     expect(image.locator("option").first).to_have_text("The cloud's default image (cp-runner-fake)")
+    expect(image.locator("option", has_text="beta-private-snapshot")).to_have_count(0)  # another project's
     expect(page.get_by_label("GPUs")).to_have_count(0)
     expect(page.get_by_label("Volumes")).to_have_count(0)
     image.select_option("cp-runner-fake")
