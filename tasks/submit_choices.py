@@ -8,6 +8,7 @@ what its Glance holds, so the form picks from the inventory the cloud page shows
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,6 @@ from cloudpivot.accounts.project_secrets import project_secrets
 from cloudpivot.exceptions import ApplicationError
 from clusters.backends import get_backend
 from clusters.backends.base import TASK_FIELDS_EVERYWHERE, BackendError
-from clusters.metrics.visibility import inventory_visible
 from clusters.models import CloudConnection
 from clusters.selectors import connections_visible_to
 from tasks.models import Task
@@ -42,8 +42,13 @@ class SubmitChoices:
         return self.connection.get_backend_display() if self.connection else ""
 
 
-def submit_choices(*, user: AbstractBaseUser, cloud_id: str, project: Project | None) -> SubmitChoices:
-    """The choices for the cloud named `cloud_id` among those the user may see (none: nothing offered)."""
+def submit_choices(
+    *, user: AbstractBaseUser, cloud_id: str, project: Project | None, read_inventory: Callable[..., dict[str, Any]]
+) -> SubmitChoices:
+    """The choices for the cloud named `cloud_id` among those the user may see (none: nothing offered).
+
+    `read_inventory(connection=, kind=)` answers as the cloud page does for this user (the view passes
+    clusters.metrics.visibility.inventory_visible), so no image is offered that the user may not see."""
     connection = connections_visible_to(user=user).filter(cloud_id=cloud_id).first()
     if connection is None:
         return SubmitChoices()
@@ -63,8 +68,7 @@ def submit_choices(*, user: AbstractBaseUser, cloud_id: str, project: Project | 
         choices.images = [(image, image) for image in recent_images(user=user, connection=connection)]
     elif choices.image_choices == "inventory":
         try:
-            # as the cloud page shows them to this user: never another project's snapshots
-            answer = inventory_visible(connection=connection, kind="images", user=user)
+            answer = read_inventory(connection=connection, kind="images")
         except ApplicationError as exc:
             choices.problem = f"{exc.message}; type the image name instead"
         else:

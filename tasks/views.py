@@ -6,6 +6,7 @@ call one service each. htmx requests for the list and the detail panels get frag
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib import messages
@@ -18,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import Conflict, InvalidSpec, NotFound, PermissionDenied
+from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
 from tasks import portal, selectors, services
 from tasks.choices import TaskState
@@ -222,7 +224,8 @@ def _choices(request: HttpRequest, projects: dict[str, Any], cloud: str = "", pr
     if not cloud:
         cloud = next(iter(connections_visible_to(user=request.user).values_list("cloud_id", flat=True)), "")
     chosen = projects.get(slug) or (next(iter(projects.values())) if len(projects) == 1 else None)
-    return submit_choices(user=request.user, cloud_id=cloud, project=chosen)
+    read = partial(inventory_visible, user=request.user)  # images as the cloud page shows them: no foreign snapshot
+    return submit_choices(user=request.user, cloud_id=cloud, project=chosen, read_inventory=read)
 
 
 def _submit(request: HttpRequest, form: TaskSubmitForm | TaskDocumentForm) -> Task | None:
