@@ -67,10 +67,17 @@ def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:
 
 
 def cloud_capabilities(*, connection: CloudConnection) -> dict[str, Any]:
-    """What the cloud offers besides tasks: VM instances (OpenStack: Nova; Kubernetes: where KubeVirt is served)."""
+    """What the cloud offers: the task-document fields it runs (as the submit form shows them), and VM instances
+    (OpenStack: Nova; Kubernetes: where KubeVirt is served)."""
     try:
-        available, message = get_backend(connection).vm_instances()
+        backend = get_backend(connection)
+        available, message = backend.vm_instances()
     except BackendError as exc:
         raise _domain_error(connection, exc) from None
+    tasks = {
+        "fields": sorted(backend.task_fields),
+        "image_choices": backend.image_choices,
+        "defaults": backend.task_defaults(),
+    }
     vm = {"available": available, "message": message}
-    return {"cloud": connection.cloud_id, "vm_instances": vm}
+    return {"cloud": connection.cloud_id, "tasks": tasks, "vm_instances": vm}

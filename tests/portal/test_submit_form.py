@@ -226,3 +226,15 @@ def test_csrf_problems_are_found():
     )
     assert helpers.csrf_problems('<body><select hx-post="/tasks/new"></select>')
     assert not helpers.csrf_problems(body + '<select hx-post="/tasks/new"></select>')
+
+
+def test_the_api_says_which_task_fields_each_cloud_runs(api, world, kube, kube_connection):
+    local = api("bob").get("/api/v1/clouds/local/capabilities").json()["tasks"]
+    assert local == {
+        "fields": ["env", "labels", "retry_limit", "secrets", "timeout_seconds", "workdir"],
+        "image_choices": "",
+        "defaults": {},
+    }
+    kube_tasks = api("bob").get("/api/v1/clouds/k3s-lab/capabilities").json()["tasks"]
+    assert {"image", "cpu", "memory_mb", "gpu", "volumes", "node_selector"} <= set(kube_tasks["fields"])
+    assert kube_tasks["image_choices"] == "recent" and kube_tasks["defaults"] == {"cpu": 1, "memory_mb": 1024}
