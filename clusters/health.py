@@ -183,6 +183,18 @@ def connection_health_record(*, connection: CloudConnection, report: CheckReport
     return replace(report, summary=connection.health_message)
 
 
+def next_scheduled_check() -> dict | None:
+    """{"at", "minutes", "due"}: when the background worker next runs every cloud's checks (django-q2's
+    `clouds-health` schedule) and how often; None when that schedule is missing (`manage.py sync_schedules`
+    was not run). The cloud page says which."""
+    from django_q.models import Schedule
+
+    row = Schedule.objects.filter(func="clusters.jobs.check_health").values("next_run", "minutes").first()
+    if row is None or row["next_run"] is None:
+        return None
+    return {"at": row["next_run"], "minutes": row["minutes"], "due": row["next_run"] <= timezone.now()}
+
+
 def check_all() -> dict[str, CheckReport]:
     """Every connection: what the schedule runs."""
     return connections_check(CloudConnection.objects.all())

@@ -67,18 +67,25 @@ def cloud_metrics(*, connection: CloudConnection) -> dict[str, Any]:
 
 
 def cloud_capabilities(*, connection: CloudConnection) -> dict[str, Any]:
-    """What the cloud offers besides tasks: VM instances (OpenStack: Nova; Kubernetes: where KubeVirt is served)
-    and their snapshots (KubeVirt: 1.3.0 or newer, with the Snapshot feature gate before 1.9)."""
+    """What the cloud offers: the task-document fields it runs (as the submit form shows them), VM instances
+    (OpenStack: Nova; Kubernetes: where KubeVirt is served) and their snapshots (KubeVirt: 1.3.0 or newer, with
+    the Snapshot feature gate before 1.9)."""
     try:
         backend = get_backend(connection)
         available, message = backend.vm_instances()
         snapshots, snapshot_words = backend.vm_snapshots()
     except BackendError as exc:
         raise _domain_error(connection, exc) from None
+    tasks = {
+        "fields": sorted(backend.task_fields),
+        "image_choices": backend.image_choices,
+        "defaults": backend.task_defaults(),
+    }
     vm = {"available": available, "message": message}
     # available None: cannot tell (KubeVirt CR unreadable); the cloud's own answer decides at snapshot time
     return {
         "cloud": connection.cloud_id,
+        "tasks": tasks,
         "vm_instances": vm,
         "vm_snapshots": {"available": snapshots, "message": snapshot_words},
     }

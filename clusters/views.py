@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from clusters.health import connections_check
+from clusters.health import connections_check, next_scheduled_check
 from clusters.inventory_tables import cloud_inventory_tables, inventory_kinds
 from clusters.metrics.series import cloud_charts
 from clusters.metrics.visibility import inventory_visible, sees_whole_cloud
@@ -47,6 +47,7 @@ def cloud_detail(request: HttpRequest, cloud_id: str) -> HttpResponse:
         "recent": visible.order_by("-created_at")[:10],
         "charts": cloud_charts(connection=cloud, with_nodes=sees_whole_cloud(request.user)),
         "has_inventory": bool(inventory_kinds(cloud)),
+        "next_check": next_scheduled_check(),
     }
     return render(request, "clusters/cloud_detail.html", context)
 

@@ -6,6 +6,7 @@ call one service each. htmx requests for the list and the detail panels get frag
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib import messages
@@ -18,12 +19,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import Conflict, InvalidSpec, NotFound, PermissionDenied
+from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
 from tasks import portal, selectors, services
 from tasks.choices import TaskState
 from tasks.filtersets import TaskFilterSet
 from tasks.forms import TaskDocumentForm, TaskSubmitForm, example_document, initial_from_task, new_idempotency_key
 from tasks.models import Task
+from tasks.submit_choices import SubmitChoices, submit_choices
 
 PAGE_SIZE = 25
 SORTS = {
@@ -181,28 +184,48 @@ def task_log_download(request: HttpRequest, task_id: Any) -> StreamingHttpRespon
 # ---------------------------------------------------------------------------- submit
 @login_required
 def task_create(request: HttpRequest) -> HttpResponse:
-    """Submit page: the common fields as a form, or the whole document as JSON/YAML. Both call task_submit."""
+    """Submit page: the fields the chosen cloud runs as a form, or the whole document as JSON/YAML; both call
+    task_submit. Changing the cloud or project posts the form back with `refresh` (htmx, or the button shown
+    without JavaScript): it comes back with that cloud's fields and what was typed, checked by nobody yet."""
     clouds = list(connections_visible_to(user=request.user).values_list("cloud_id", flat=True))
-    projects = [p.slug for p in portal.submit_projects(user=request.user)]
-    options = {"clouds": clouds, "projects": projects}
+    projects = {p.slug: p for p in portal.submit_projects(user=request.user)}
+    options = {"clouds": clouds, "projects": list(projects)}
     mode = request.POST.get("mode") or request.GET.get("mode") or "form"
+    if request.method == "POST" and "refresh" in request.POST:
+        form = TaskSubmitForm(request.POST, prefix="form", choices=_choices(request, projects), **options).unchecked()
+        raw = TaskDocumentForm(prefix="raw", initial=_raw_initial(clouds))
+        context = {"form": form, "raw": raw, "mode": "form", "clouds": clouds, "projects": list(projects)}
+        return render(request, "tasks/task_form.html", context)
     if request.method == "POST":
-        form_class, prefix = (TaskDocumentForm, "raw") if mode == "raw" else (TaskSubmitForm, "form")
-        bound = form_class(request.POST, prefix=prefix, **(options if prefix == "form" else {}))
+        if mode == "raw":
+            bound = TaskDocumentForm(request.POST, prefix="raw")
+        else:
+            bound = TaskSubmitForm(request.POST, prefix="form", choices=_choices(request, projects), **options)
         if bound.is_valid():
             task = _submit(request, bound)
             if task is not None:
                 messages.success(request, f"Task {task.short_id} submitted.")
                 return redirect("tasks:task_detail", task_id=task.pk)
-        form = bound if prefix == "form" else _blank_form(options)
-        raw = bound if prefix == "raw" else TaskDocumentForm(prefix="raw", initial=_raw_initial(clouds))
+        form = bound if mode != "raw" else _blank_form(request, options, projects)
+        raw = bound if mode == "raw" else TaskDocumentForm(prefix="raw", initial=_raw_initial(clouds))
         bound.describe_errors()
         status = 400
     else:
-        form, raw, mode = _initial_forms(request, options)
+        form, raw, mode = _initial_forms(request, options, projects)
         status = 200
-    context = {"form": form, "raw": raw, "mode": mode, "clouds": clouds, "projects": projects}
+    context = {"form": form, "raw": raw, "mode": mode, "clouds": clouds, "projects": list(projects)}
     return render(request, "tasks/task_form.html", context, status=status)
+
+
+def _choices(request: HttpRequest, projects: dict[str, Any], cloud: str = "", project: str = "") -> SubmitChoices:
+    """The chosen cloud's fields and choices: the posted cloud and project, else those given, else the first."""
+    cloud = request.POST.get("form-cloud") or cloud or request.GET.get("cloud", "")
+    slug = request.POST.get("form-project") or project
+    if not cloud:
+        cloud = next(iter(connections_visible_to(user=request.user).values_list("cloud_id", flat=True)), "")
+    chosen = projects.get(slug) or (next(iter(projects.values())) if len(projects) == 1 else None)
+    read = partial(inventory_visible, user=request.user)  # images as the cloud page shows them: no foreign snapshot
+    return submit_choices(user=request.user, cloud_id=cloud, project=chosen, read_inventory=read)
 
 
 def _submit(request: HttpRequest, form: TaskSubmitForm | TaskDocumentForm) -> Task | None:
@@ -226,15 +249,19 @@ def _raw_initial(clouds: list[str]) -> dict[str, str]:
     return {"document": example_document(clouds), "idempotency_key": new_idempotency_key()}
 
 
-def _blank_form(options: dict[str, Any]) -> TaskSubmitForm:
+def _blank_form(request: HttpRequest, options: dict[str, Any], projects: dict[str, Any]) -> TaskSubmitForm:
+    choices = _choices(request, projects)
     initial = {"retry_limit": 0, "idempotency_key": new_idempotency_key()}
-    if options["clouds"]:
-        initial["cloud"] = options["clouds"][0]
-    return TaskSubmitForm(prefix="form", initial=initial, **options)
+    if choices.connection is not None:
+        initial["cloud"] = choices.connection.cloud_id
+    return TaskSubmitForm(prefix="form", initial=initial, choices=choices, **options)
 
 
-def _initial_forms(request: HttpRequest, options: dict[str, Any]) -> tuple[TaskSubmitForm, TaskDocumentForm, str]:
-    """Empty forms, or (clone and edit) forms holding another task's document."""
+def _initial_forms(
+    request: HttpRequest, options: dict[str, Any], projects: dict[str, Any]
+) -> tuple[TaskSubmitForm, TaskDocumentForm, str]:
+    """Empty forms, or (clone and edit) forms holding another task's document: in the form's fields where the
+    cloud runs them all, else (a field the form cannot hold) in the raw editor."""
     source = None
     if request.GET.get("clone"):
         try:
@@ -243,8 +270,11 @@ def _initial_forms(request: HttpRequest, options: dict[str, Any]) -> tuple[TaskS
             messages.error(request, "The task to clone was not found.")
     if source is None:
         raw = TaskDocumentForm(prefix="raw", initial=_raw_initial(options["clouds"]))
-        return _blank_form(options), raw, "raw" if request.GET.get("mode") == "raw" else "form"
-    initial, document, needs_raw = initial_from_task(source)
-    form = TaskSubmitForm(prefix="form", initial=initial | {"idempotency_key": new_idempotency_key()}, **options)
+        return _blank_form(request, options, projects), raw, "raw" if request.GET.get("mode") == "raw" else "form"
+    choices = _choices(request, projects, cloud=source.connection.cloud_id, project=source.project.slug)
+    initial, document, needs_raw = initial_from_task(source, choices.fields)
+    form = TaskSubmitForm(
+        prefix="form", initial=initial | {"idempotency_key": new_idempotency_key()}, choices=choices, **options
+    )
     raw = TaskDocumentForm(prefix="raw", initial={"document": document, "idempotency_key": new_idempotency_key()})
     return form, raw, "raw" if needs_raw else "form"

@@ -230,3 +230,59 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+CSRF_FIELD = "csrfmiddlewaretoken"
+_URL_ATTRIBUTES = ("href", "src", "action", "formaction", "hx-get", "hx-post", "hx-delete", "hx-put", "hx-patch")
+
+
+def csrf_problems(page_html: str) -> list[str]:
+    """What a page does wrong with its CSRF token, in words (empty: nothing).
+
+    The token must never be in a URL (a link, a GET form, an htmx GET: it would end up in logs, history and
+    Referer headers), and every htmx POST must carry it: from the `hx-headers` on <body> (X-CSRFToken, with a
+    value) or a form field it includes."""
+    from html.parser import HTMLParser
+
+    problems: list[str] = []
+
+    class Reader(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.forms: list[str] = []  # method of each open <form>
+            self.form_token = self.form_get_button = False
+            self.header_token = False
+            self.hx_posts: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found = {name: value or "" for name, value in attrs}
+            for name in _URL_ATTRIBUTES:
+                if CSRF_FIELD in found.get(name, ""):
+                    problems.append(f"<{tag} {name}> carries the CSRF token in a URL: {found[name][:120]}")
+            if tag == "body" and '"X-CSRFToken": "' in found.get("hx-headers", ""):
+                self.header_token = not found["hx-headers"].endswith('"X-CSRFToken": ""}')
+            if tag == "form":
+                self.forms.append((found.get("method") or "get").lower())
+                self.form_token = self.form_get_button = False
+            elif tag == "input" and found.get("name") == CSRF_FIELD:
+                self.form_token = True
+                if self.forms and self.forms[-1] == "get":
+                    problems.append("a GET form holds the CSRF token: submitting it puts the token in the URL")
+            elif tag in ("button", "input") and found.get("formmethod", "").lower() == "get":
+                self.form_get_button = True
+            if "hx-post" in found:
+                self.hx_posts.append(f"<{tag} hx-post={found['hx-post']!r}>")
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "form" and self.forms:
+                self.forms.pop()
+                if self.form_token and self.form_get_button:
+                    problems.append(
+                        "a form with the CSRF token has a formmethod=get button: it sends the token in a URL"
+                    )
+
+    reader = Reader()
+    reader.feed(page_html)
+    if reader.hx_posts and not reader.header_token:
+        problems += [f"{post} sends no CSRF token (no X-CSRFToken in <body hx-headers>)" for post in reader.hx_posts]
+    return problems

@@ -79,7 +79,7 @@ class CloudConnectionViewSet(viewsets.ReadOnlyModelViewSet):
             }
         )
 
-    @extend_schema(responses={200: dict}, summary="What the cloud offers besides tasks (VM instances)")
+    @extend_schema(responses={200: dict}, summary="What the cloud offers: the task fields it runs, VM instances")
     @action(detail=True, methods=["get"])
     def capabilities(self, request, cloud_id=None):
         return Response(inventory.cloud_capabilities(connection=self.get_object()))

@@ -102,6 +102,10 @@ class CloudFigures:
     notes: list[str] = field(default_factory=list)  # what the cloud does not serve: skipped, not an error
 
 
+# What every backend runs: the environment, working directory, labels, project secrets, timeout and retries.
+TASK_FIELDS_EVERYWHERE = frozenset({"env", "workdir", "labels", "secrets", "timeout_seconds", "retry_limit"})
+
+
 class ExecutionBackend:
     """The base of every backend: the required calls, and the optional ones with their "not offered" default."""
 
@@ -112,6 +116,12 @@ class ExecutionBackend:
     inventory_kinds: tuple[str, ...] = ()
     # True when ensure_started needs `AttemptRef.bootstrap_secret` (a VM's Runner bootstraps with it).
     needs_bootstrap_secret: bool = False
+    # The task-document fields this backend runs besides cloud, project, name and command (resources by their
+    # own names: cpu, memory_mb, gpu). The submit form shows only these; validate() refuses the others in words.
+    task_fields: frozenset[str] = TASK_FIELDS_EVERYWHERE
+    # Where the submit form's image choices come from: "" (no image), "recent" (typed, the user's recent
+    # images offered) or "inventory" (picked from the cloud's `images` inventory).
+    image_choices: str = ""
 
     def validate(self, spec: dict[str, Any]) -> list[dict[str, str]]:
         """Field errors for what this cloud cannot run; empty when the spec is fine."""
@@ -150,6 +160,11 @@ class ExecutionBackend:
         By default what it asked; a cloud that gives more (a connection's default requests, a VM's flavor) says so.
         """
         return dict(spec.get("resources") or {})
+
+    def task_defaults(self) -> dict[str, Any]:
+        """What a task that leaves a field empty gets on this cloud ({"image", "cpu", "memory_mb"} as set), from
+        the connection's options alone (the submit form's help texts; no call to the cloud)."""
+        return {}
 
     def learned_facts(self) -> dict[str, Any]:
         """What calls so far learned about the cloud that the connection should keep (`CloudConnection.facts`,

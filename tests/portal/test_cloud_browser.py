@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
+from tests import helpers
 from tests.builders import running
 from tests.clusters.kube_api import NODES
 from tests.plugins.browser import screenshot
@@ -56,3 +57,34 @@ def test_staff_see_quota_bars_the_inventory_and_check_a_cloud_now(open_page, wor
     expect(nodes).to_contain_text("node-1")
     screenshot(page, "cloud-detail", full_page=True)
     assert CloudConnection.objects.get(cloud_id="k3s-lab").health_status == "ok"
+
+
+def test_the_openstack_cloud_page_shows_its_inventory_and_the_scheduled_health(open_page, os_live, world):
+    from django.utils import timezone
+    from django_q.models import Schedule
+
+    from clusters.health import check_all
+
+    world.alice.is_staff = True
+    world.alice.save()
+    Schedule.objects.create(
+        name="clouds-health",
+        func="clusters.jobs.check_health",
+        schedule_type="I",
+        minutes=5,
+        next_run=timezone.now() + timezone.timedelta(minutes=4),
+    )
+    check_all()  # what the schedule runs every 5 minutes
+    page = open_page("alice")
+    page.goto("/clouds/os-dev/")
+    expect(page.locator(".page-head .health")).to_have_text("OK")
+    expect(page.locator("[data-health-message]")).to_contain_text("everything CloudPivot needs is there")
+    expect(page.locator("[data-next-check]")).to_contain_text("every 5 minutes")
+    expect(page.locator("[data-next-check]")).to_contain_text("next check in 3 minutes")
+    flavors = page.locator('table[data-inventory="flavors"]')
+    expect(flavors).to_contain_text("cp.tiny", timeout=60_000)  # loaded after the page, from Nova
+    expect(page.locator('table[data-inventory="images"]')).to_contain_text("cp-runner-fake")
+    expect(page.locator("#inventory-tables h3")).to_contain_text(["Flavors", "Images", "Networks", "Volumes"])
+    assert "placeholder" not in page.content()
+    screenshot(page, "cloud-detail-openstack", full_page=True)
+    assert not helpers.csrf_problems(page.content())

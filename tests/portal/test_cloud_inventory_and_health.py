@@ -101,3 +101,41 @@ def test_check_now_on_a_failing_cloud_shows_the_error(pages, world, kube, kube_c
     content = pages("alice").post("/clouds/k3s-lab/check", follow=True).content.decode()
     assert "k3s-lab is failing: " in content and "401 Unauthorized" in content
     assert "Failing" in content
+
+
+def test_the_health_says_the_last_error_in_words_and_when_the_next_check_runs(pages, world, kube, kube_connection):
+    from django.utils import timezone
+    from django_q.models import Schedule
+
+    from clusters.health import check_all
+
+    client = pages("bob")
+    assert "No scheduled check" in client.get("/clouds/k3s-lab/").content.decode()  # schedules not installed
+    Schedule.objects.create(
+        name="clouds-health",
+        func="clusters.jobs.check_health",
+        schedule_type="I",
+        minutes=5,
+        next_run=timezone.now() + timezone.timedelta(minutes=3, seconds=30),
+    )
+    kube.configure(token="rotated")
+    check_all()  # what the schedule runs
+    response = client.get("/clouds/k3s-lab/")
+    content = response.content.decode()
+    message = content[content.index("data-health-message") :].split("</p>")[0]
+    assert "Last error:" in message and "401 Unauthorized" in message
+    next_check = content[content.index("data-next-check") :].split("</p>")[0]
+    assert "every 5 minutes" in next_check and "next check in 3" in next_check
+    assert not helpers.csrf_problems(content)
+    Schedule.objects.update(next_run=timezone.now() - timezone.timedelta(seconds=5))
+    assert "next check due now" in client.get("/clouds/k3s-lab/").content.decode()
+
+
+def test_the_cloud_pages_keep_the_csrf_token_out_of_urls(pages, world, kube, kube_connection):
+    world.alice.is_staff = True
+    world.alice.save()
+    kube.put(NODES, None, NODE)
+    alice = pages("alice")
+    for url in ("/clouds/", "/clouds/k3s-lab/", "/clouds/k3s-lab/inventory", "/clouds/local/"):
+        response = alice.get(url)
+        assert response.status_code == 200 and not helpers.csrf_problems(response.content.decode()), url

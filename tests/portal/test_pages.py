@@ -438,11 +438,21 @@ def test_clone_and_edit_prefills_the_form(pages, world, make):
 
 
 def test_clone_of_a_document_the_form_cannot_hold_opens_the_raw_editor(pages, world):
-    doc = {"cloud": "local", "command": ["echo"], "labels": {"k": "v"}}
+    doc = {"cloud": "local", "command": ["python3", "-c", "print(1)\nprint(2)"], "labels": {"k": "v"}}
     pages("bob").post("/tasks/new", {"mode": "raw", "raw-document": json.dumps(doc)})
     task = Task.objects.get(owner=world.bob)
     response = pages("bob").get(f"/tasks/new?clone={task.pk}")
-    assert response.context["mode"] == "raw"
+    assert response.context["mode"] == "raw"  # one line per argument cannot hold an argument with a line break
+    assert json.loads(response.context["raw"].initial["document"])["command"] == doc["command"]
+
+
+def test_clone_of_a_document_with_labels_fills_the_form(pages, world):
+    doc = {"cloud": "local", "command": ["echo"], "labels": {"k": "v"}, "workdir": "/tmp"}
+    pages("bob").post("/tasks/new", {"mode": "raw", "raw-document": json.dumps(doc)})
+    task = Task.objects.get(owner=world.bob)
+    response = pages("bob").get(f"/tasks/new?clone={task.pk}")
+    form = response.context["form"]
+    assert response.context["mode"] == "form" and form.initial["labels"] == "k=v" and form.initial["workdir"] == "/tmp"
 
 
 def test_clone_of_a_foreign_task_is_refused(pages, world, make):

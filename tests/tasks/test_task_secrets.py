@@ -126,11 +126,22 @@ def test_a_value_split_between_two_pieces_of_log_is_masked_in_both(world):
     )
 
 
-def test_cloning_a_task_with_secrets_opens_the_raw_editor_with_the_references(pages, world):
+def test_cloning_a_task_with_secrets_fills_the_secrets_field_with_the_references(pages, world):
     _secret(world)
-    refs = [{"name": "db-password", "env": "DB_PASSWORD"}]
+    _secret(world, name="tls-key", value=FILE_VALUE)
+    refs = [{"name": "db-password", "env": "DB_PASSWORD"}, {"name": "tls-key", "file": "/run/tls.pem"}]
     task, _ = task_submit(user=world.bob, document=hello_spec(secrets=refs))
-    response = pages("bob").get(f"/tasks/new?clone={task.pk}")
-    assert response.context["mode"] == "raw"
+    client = pages("bob")
+    response = client.get(f"/tasks/new?clone={task.pk}")
+    assert response.context["mode"] == "form"  # the form has a secrets field: the clone keeps them there
+    assert response.context["form"].initial["secrets"] == "db-password=DB_PASSWORD\ntls-key=/run/tls.pem"
     assert json.loads(response.context["raw"].initial["document"])["secrets"] == refs
-    assert VALUE not in response.content.decode()
+    content = response.content.decode()
+    assert VALUE not in content and FILE_VALUE not in content
+    assert "secrets: db-password, tls-key." in content  # the project's secrets by name, for the submitter
+    # sent as it came, the form submits the same references
+    form = response.context["form"]
+    data = {f"form-{name}": value for name, value in form.initial.items() if value is not None}
+    response = client.post("/tasks/new", data | {"mode": "form", "form-name": "the clone"})
+    assert response.status_code == 302
+    assert Task.objects.get(name="the clone").normalized["secrets"] == refs

@@ -11,6 +11,7 @@ import datetime as dt
 from typing import Any
 
 from clusters.backends.base import (
+    TASK_FIELDS_EVERYWHERE,
     AttemptRef,
     BackendError,
     ExecutionBackend,
@@ -35,6 +36,17 @@ KUBEVIRT_GROUP = "kubevirt.io"
 class KubernetesBackend(ExecutionBackend):
     uses_runner = False
     inventory_kinds = inventory.INVENTORY_KINDS
+    # A container: any image, requests/limits and GPUs, claims mounted, node choice where the connection allows.
+    task_fields = TASK_FIELDS_EVERYWHERE | {
+        "image",
+        "cpu",
+        "memory_mb",
+        "gpu",
+        "volumes",
+        "node_selector",
+        "tolerations",
+    }
+    image_choices = "recent"  # any registry reference: the user's recent images are offered, not a list
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
@@ -62,6 +74,10 @@ class KubernetesBackend(ExecutionBackend):
                 }
             )
         return errors + placement_errors(spec, self.options, cloud=self.connection.cloud_id)
+
+    def task_defaults(self) -> dict[str, Any]:
+        defaults = self.options.get("default_resources") or {}
+        return {key: defaults[key] for key in ("cpu", "memory_mb") if defaults.get(key)}
 
     def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
         """The task's requests/limits: what it asked, else the connection's `default_resources` (its footprint)."""

@@ -15,7 +15,15 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
+from clusters.backends.base import (
+    TASK_FIELDS_EVERYWHERE,
+    AttemptRef,
+    BackendError,
+    ExecutionBackend,
+    ExternalRef,
+    Health,
+    Observation,
+)
 from clusters.backends.openstack import checks, cloudinit, inventory
 from clusters.backends.openstack.client import (
     META_ATTEMPT,
@@ -35,6 +43,9 @@ class OpenStackBackend(ExecutionBackend):
     uses_runner = True
     needs_bootstrap_secret = True
     inventory_kinds = inventory.INVENTORY_KINDS
+    # A VM of the connection's flavor: an image from Glance, CPU and memory up to the flavor's; no GPUs, no claims.
+    task_fields = TASK_FIELDS_EVERYWHERE | {"image", "cpu", "memory_mb"}
+    image_choices = "inventory"
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
@@ -163,6 +174,9 @@ class OpenStackBackend(ExecutionBackend):
         return Health(ok=True, message=f"authenticated at {where}; compute, image and network services found")
 
     # ------------------------------------------------------------------ submission: footprint and access
+    def task_defaults(self) -> dict[str, Any]:
+        return {key: self.options[key] for key in ("image", "flavor") if self.options.get(key)}
+
     def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
         """A task holds its whole VM: the connection flavor's vCPU and RAM (from the connection's facts when known)."""
         size = self.flavor_size(self.options["flavor"])
