@@ -71,7 +71,9 @@ def instance_list(request: HttpRequest) -> HttpResponse:
 def instance_launch(request: HttpRequest) -> HttpResponse:
     """Launch form. Changing the cloud or project re-renders it (htmx picks the choices part); sending it
     validates with the API's request shape and calls the same create service, whose refusals come back next
-    to the field they name. A hidden idempotency key makes a double click one instance."""
+    to the field they name. A hidden idempotency key makes a double click one instance. Without JavaScript,
+    `refresh` posts the form back to show the chosen cloud's choices (a GET form would put the CSRF token in
+    the URL)."""
     clouds = launch_clouds(user=request.user)
     source = request.POST if request.method == "POST" else request.GET
     if request.method == "POST" and not clouds:
@@ -81,7 +83,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
     )
     options = {"clouds": [c.cloud_id for c in clouds], "projects": [p.slug for p in choices.projects]}
     status = 200
-    if request.method == "POST":
+    if request.method == "POST" and not source.get("refresh"):
         form = InstanceLaunchForm(request.POST, **options)
         if form.is_valid():
             operation = _launch(request, form)

@@ -13,6 +13,7 @@ from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
 from resources.backends import get_instance_backend
 from resources.models import Instance, Operation, Snapshot
+from tests import helpers
 
 pytestmark = pytest.mark.e2e
 
@@ -232,3 +233,15 @@ def test_a_cluster_without_kubevirt_is_not_offered(world, kube, token_file):
     connection.projects.add(world.alpha)
     html = page_client(world.bob).get("/instances/new/").content.decode()
     assert "kube-plain" not in html and 'id="launch-none"' in html
+
+
+def test_the_refresh_without_javascript_posts_back_keeps_what_was_typed_and_launches_nothing(os_world):
+    bob = page_client(os_world.world.bob)
+    assert helpers.csrf_problems(bob.get("/instances/new/").content.decode()) == []
+    answer = launch(bob, refresh="1", name="typed-name", flavor="")
+    html = answer.content.decode()
+    assert answer.status_code == 200 and 'value="typed-name"' in html
+    assert "field-errors" not in html  # a refresh is not a submission: nothing is validated
+    assert helpers.csrf_problems(html) == []
+    assert not Instance.objects.filter(name="typed-name").exists()
+    assert not Operation.objects.filter(instance__name="typed-name").exists()
