@@ -66,17 +66,9 @@ def claim_errors(client: KubeClient, volumes: list[dict[str, Any]], *, project: 
 def claim_refusal(client: KubeClient, name: str, *, project: str) -> str:
     """Words for why the claim may not be mounted by the project's task ("" when it may)."""
     where = f"namespace {client.namespace} of the {client.connection.cloud_id} cloud"
-    try:
-        pvc = client.call(
-            f"reading PersistentVolumeClaim {name}",
-            client.core().read_namespaced_persistent_volume_claim,
-            name,
-            client.namespace,
-        )
-    except KubeApiError as exc:
-        if exc.status == 404:
-            return f"there is no PersistentVolumeClaim {name} in {where}"
-        raise
+    pvc = client.pvc(name)
+    if pvc is None:
+        return f"there is no PersistentVolumeClaim {name} in {where}"
     if instance_disk(client, pvc):
         return f"PersistentVolumeClaim {name} is the disk of a CloudPivot VM instance; tasks never mount instance disks"
     allowed = claim_projects(pvc)
