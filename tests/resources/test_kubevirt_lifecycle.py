@@ -24,6 +24,14 @@ from tests.resources.kubevirt_world import (
 )
 
 
+def stop_through_cloudpivot(api, kv, instance_id, name) -> None:
+    """A stop asked through the API, KubeVirt playing its part: the VM Halted, then Stopped."""
+    stop = Worker(accepted(act(api, instance_id, "stop")))
+    wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "Halted", what="runStrategy Halted")
+    kv.vm_stopped(name)
+    succeeded(stop)
+
+
 def test_delete_keeping_volumes_stops_the_vm_before_it_deletes_it_with_orphan_propagation(kv, api):
     instance_id, name = create_running(api, kv)
     delete = Worker(accepted(act(api, instance_id, "delete", volumes="keep")))
@@ -46,10 +54,7 @@ def test_delete_keeping_volumes_stops_the_vm_before_it_deletes_it_with_orphan_pr
 
 def test_a_data_volume_lost_during_the_delete_fails_it_as_volume_lost_and_the_instance_is_deleted(kv, api):
     instance_id, name = create_running(api, kv)
-    stop = Worker(accepted(act(api, instance_id, "stop")))
-    wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "Halted", what="runStrategy Halted")
-    kv.vm_stopped(name)
-    succeeded(stop)
+    stop_through_cloudpivot(api, kv, instance_id, name)
     delete = Worker(accepted(act(api, instance_id, "delete", volumes="keep")))
     wait_for(lambda: kv.vm(name)["metadata"].get("deletionTimestamp"), what="the VM to be deleted")
     path = f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{NS}/datavolumes/{name}-root"
@@ -111,9 +116,6 @@ def test_the_instance_page_shows_that_the_guest_stopped_itself(kv, api, client, 
 
 def test_a_vm_stopped_by_cloudpivot_is_not_taken_for_a_guest_shutdown(kv, api):
     instance_id, name = create_running(api, kv)
-    stop = Worker(accepted(act(api, instance_id, "stop")))
-    wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "Halted", what="runStrategy Halted")
-    kv.vm_stopped(name)
-    succeeded(stop)
+    stop_through_cloudpivot(api, kv, instance_id, name)
     assert instances_refresh() == "observed 1 instances, 0 changed"
     assert not Operation.objects.filter(instance_id=instance_id, params__by="guest").exists()
