@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from django.db import connections as db_connections
 
-from clusters.models import CloudConnection
 from resources.models import Instance, Operation
 from resources.services.reaper import operations_reap
 from resources.services.run import operation_run
@@ -29,6 +28,7 @@ from tasks.models import Attempt, Task
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.clusters.kube_api import VMS
+from tests.resources.kubevirt_world import make_connection
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 FINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "UNKNOWN"}
@@ -177,15 +177,7 @@ def test_kubevirt_stop_killed_after_its_cloud_call_is_reaped_with_the_instance_s
     """
     settings.INSTANCE_POLL_SECONDS = 0.05
     kube.serve_kubevirt()
-    connection = CloudConnection.objects.create(
-        cloud_id="kv-lab",
-        backend="kubernetes",
-        endpoint=kube.url,
-        scope="tasks",
-        credentials_ref=f"token-file:{token_file}",
-        options={"vm_flavors": {"small": {"vcpus": 1, "memory_mb": 1024}}},
-    )
-    connection.projects.add(world.alpha)
+    make_connection(kube, token_file, world, vm_flavors={"small": {"vcpus": 1, "memory_mb": 1024}})
     # Created before the workers start, its job run here (the one queued for it then finds it done: a no-op).
     response = api("bob").post(
         "/api/v1/instances",

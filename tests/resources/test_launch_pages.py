@@ -14,6 +14,7 @@ from clusters.models import CloudConnection
 from resources.backends import get_instance_backend
 from resources.models import Instance, Operation, Snapshot
 from tests import helpers
+from tests.resources.kubevirt_world import make_connection
 
 pytestmark = pytest.mark.e2e
 
@@ -189,16 +190,7 @@ def test_the_projects_own_snapshots_are_offered_and_launch_through_the_restore_p
 
 def test_a_kubevirt_cloud_offers_its_sizes_and_takes_a_container_disk_reference(world, kube, token_file):
     kube.serve_kubevirt()
-    sizes = {"small": {"vcpus": 1, "memory_mb": 1024}, "big": {"vcpus": 2, "memory_mb": 4096}}
-    connection = CloudConnection.objects.create(
-        cloud_id="kv-lab",
-        backend="kubernetes",
-        endpoint=kube.url,
-        scope="tasks",
-        credentials_ref=f"token-file:{token_file}",
-        options={"vm_flavors": sizes},
-    )
-    connection.projects.add(world.alpha)
+    make_connection(kube, token_file, world)  # sizes small (1 vCPU, 1 GB) and big (2 vCPU, 4 GB)
     Quota.objects.create(project=world.alpha, max_vcpu=1)
     bob = page_client(world.bob)
     html = bob.get("/instances/new/?cloud=kv-lab").content.decode()
