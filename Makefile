@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test browser lint check fmt bench bench-task-cost bench-streaming bench-ingest bench-task-list clean
+.PHONY: run test browser proxy lint check fmt bench bench-task-cost bench-streaming bench-ingest bench-task-list clean
 
 $(VENV)/.base-installed: requirements/base.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,12 +21,16 @@ run: $(VENV)/.base-installed
 	PORT=$(PORT) $(PY) manage.py serve --bootstrap
 
 ## test: install what the tests need, lint, check migrations, run the suite
-test: $(VENV)/.dev-installed browser lint check
+test: $(VENV)/.dev-installed browser proxy lint check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## browser: Debian's Chromium for the browser tests (Playwright drives it; never `playwright install`)
 browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+## proxy: Debian's nginx for the production-like test (TLS in front of the web processes; deploy/nginx/)
+proxy:
+	command -v nginx >/dev/null || (apt-get update && apt-get install -y nginx)
 
 ## bench: benchmarks (tests/bench/bench_*.py); they print figures and assert nothing about time
 bench: $(VENV)/.dev-installed

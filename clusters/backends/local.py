@@ -277,6 +277,9 @@ def _runner_environment(*, run_as: str = "") -> dict[str, str]:
         env["HOME"] = os.environ["HOME"]
     if run_as:
         env[RUN_AS_ENV] = run_as
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):  # which CAs the agent trusts: a self-signed proxy's, say
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     if os.environ.get(CRASH_ENV):  # the test-only crash switch (docs/crash-points.md) reaches the agents it launches
         env[CRASH_ENV] = os.environ[CRASH_ENV]
     return env
