@@ -17,6 +17,8 @@ SCHEDULES = [
     # about 50 s of every minute; the feed's own retention daily (EVENT_FEED_RETENTION_DAYS).
     {"name": "notifications-pump", "func": "notifications.jobs.pump", "schedule_type": "I", "minutes": 1},
     {"name": "notifications-prune", "func": "notifications.jobs.prune", "schedule_type": "D"},
+    # Monthly budgets (usage/budgets.py): the 80 % and 100 % feed entries, the hard stop's hold set or cleared.
+    {"name": "budgets-sweep", "func": "usage.jobs.sweep", "schedule_type": "I", "minutes": 1},
     # Retention (cloudpivot/retention.py): finished tasks, audit entries, operations archived, then deleted.
     {"name": "retention", "func": "cloudpivot.retention.prune", "schedule_type": "D"},
 ]

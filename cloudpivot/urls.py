@@ -22,6 +22,7 @@ api_v1 = [
     path("", include("cloudpivot.accounts.api.urls")),
     path("", include("resources.api.urls")),
     path("", include("notifications.api.urls")),
+    path("", include("usage.api.urls")),
 ]
 
 urlpatterns = [
@@ -33,6 +34,7 @@ urlpatterns = [
     path("clouds/", include("clusters.urls")),
     path("", include("resources.urls")),
     path("", include("notifications.urls")),
+    path("", include("usage.urls")),
     # Personal settings and project pages (tokens, email, members, quotas): their own block and module.
     path("", include("cloudpivot.accounts.urls")),
     # (end of the settings and project pages block)

@@ -39,6 +39,7 @@ LAYERS = {
     "notifications": 4,  # the event feed and webhooks: copies of tasks' and resources' events
     "runner_api": 4,
     "metrics": 4,  # clusters/metrics: sampling, charts and Prometheus figures of every app
+    "usage": 5,  # usage accounting and budgets over tasks and resources; warnings through the feed
 }
 # Interfaces (HackSoft): parse input, call one service or selector, render. They may import any app's core.
 INTERFACE = re.compile(

@@ -77,6 +77,25 @@ def shared_usage(*, project_id: int, connection_id: int | None, besides: str) ->
     return total
 
 
+# Holds on a whole project beside its quotas (a monthly budget spent, usage/budgets.py), registered the same way.
+AdmissionHold = Callable[[list[int]], dict[int, str]]  # project ids → {project id: the reason, in words}
+_admission_holds: list[AdmissionHold] = []
+
+
+def register_admission_hold(hold: AdmissionHold) -> None:
+    if hold not in _admission_holds:
+        _admission_holds.append(hold)
+
+
+def admission_holds(project_ids: list[int]) -> dict[int, str]:
+    """Projects that may not admit now, with the reason: one question per registered hold per admission pass."""
+    held: dict[int, str] = {}
+    for hold in _admission_holds:
+        for project_id, reason in hold(project_ids).items():
+            held.setdefault(project_id, reason)
+    return held
+
+
 def quotas_for(*, project_id: int, connection_id: int) -> list[Quota]:
     """The project-wide quota and the one for this connection, where set."""
     return list(

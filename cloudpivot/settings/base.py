@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "orphans",
     "notifications",
     "runner_api",
+    "usage",
 ]
 
 MIDDLEWARE = [

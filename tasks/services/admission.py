@@ -93,7 +93,7 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
         list(Project.objects.select_for_update().filter(pk__in=project_ids).order_by("pk"))
         active = Task.objects.filter(connection=connection, state__in=HOLDS_QUOTA).count()
         ledger = {pid: _QuotaLedger(pid, connection.pk) for pid in project_ids}
-        admitted, blocked = 0, {}
+        admitted, blocked = 0, quotas.admission_holds(project_ids)
         for task in pending:
             footprint = quotas.task_footprint(task.normalized)
             reason = blocked.get(task.project_id)
