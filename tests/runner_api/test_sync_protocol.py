@@ -211,3 +211,21 @@ def test_a_busy_agents_sync_larger_than_djangos_form_limit_is_applied(agent, wor
     assert response.status_code == 200, response.content[:300]
     attempt.refresh_from_db()
     assert attempt.log_stdout_bytes == len(data)
+
+
+def test_a_burst_of_submits_is_handed_out_in_one_long_poll_answer_per_window(agent, world, monkeypatch):
+    from runner_api import sync_view
+
+    monkeypatch.setattr(sync_view, "_last_news", {})
+    monkeypatch.setattr(sync_view, "COALESCE_SECONDS", 1.0)  # wide, so a slow machine still submits within it
+    sync(agent)  # warm: the first request of a test process imports the views
+    first = task_submit(user=world.bob, document=hello_spec())[0]
+    started = time.monotonic()
+    [assignment] = sync(agent, wait=5).json()["assignments"]  # an idle agent is answered at once
+    answered = time.monotonic()
+    assert assignment["task_id"] == str(first.pk) and answered - started < 0.9
+    # Back within the window: the long-poll waits out the rest of it, then hands out all that came meanwhile.
+    more = {str(task_submit(user=world.bob, document=hello_spec())[0].pk) for _ in range(3)}
+    answer = sync(agent, known=[assignment["attempt"]], wait=5).json()
+    assert time.monotonic() - answered >= 0.95
+    assert {a["task_id"] for a in answer["assignments"]} == more
