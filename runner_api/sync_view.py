@@ -23,6 +23,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import ValidationError
 
+from cloudpivot import realtime
 from cloudpivot.api import error_body, flatten_errors
 from cloudpivot.realtime import AGENT_DOORBELL
 from runner_api.limits import request_size_refusal
@@ -85,8 +86,10 @@ async def sync(request: HttpRequest) -> JsonResponse:
             answer = await sync_to_async(apply)()
             if not sync_has_news(answer, data["stopping"]):
                 answer = await _hold(scope, data, wait, channel) or answer
-        if scope.agent_name and answer["assignments"]:
-            _last_news[scope.agent_name] = time.monotonic()
+        if scope.agent_name:
+            realtime.long_poll_answered()
+            if answer["assignments"]:
+                _last_news[scope.agent_name] = time.monotonic()
     answer["poll_after"] = 0
     return JsonResponse(answer)
 

@@ -229,3 +229,20 @@ def test_a_burst_of_submits_is_handed_out_in_one_long_poll_answer_per_window(age
     answer = sync(agent, known=[assignment["attempt"]], wait=5).json()
     assert time.monotonic() - answered >= 0.95
     assert {a["task_id"] for a in answer["assignments"]} == more
+
+
+def test_a_ring_between_two_long_polls_needs_no_poke(agent, world, monkeypatch):
+    """The embedded default's in-process layer: an agent whose long-poll just answered is on its way back, and
+    its next long-poll looks at the database first, so a submit meanwhile neither rings nor signals it."""
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+    from cloudpivot import realtime
+
+    if not isinstance(get_channel_layer(), InMemoryChannelLayer):
+        pytest.skip("with a shared channel layer every ring is sent to every process")
+    monkeypatch.setattr(realtime, "_long_poll_answered_at", -100.0)
+    assert realtime.ring_agents() is False  # nobody listens, nobody came lately: the caller pokes the agent
+    sync(agent, wait=0.1)
+    assert realtime.ring_agents() is True
+    monkeypatch.setattr(realtime, "_long_poll_answered_at", time.monotonic() - realtime.AGENT_RETURNS_SECONDS)
+    assert realtime.ring_agents() is False
