@@ -56,7 +56,7 @@ def test_request_floor(tmp_path):
     finally:
         serving.stop(server)
     print(f"\n=== Request floor, {server.database}, uvicorn ×1, one sequential client, load {os.getloadavg()[0]:.1f}")
-    print("| request | req/s | web CPU ms/req | every process, ms/req |")
+    print("| request | req/s | web CPU ms/req | every process while the requests ran, ms/req |")
     print("|---|---|---|---|")
     for name, rate, cpu, every in rows:
         print(f"| {name} | {rate:.0f} | {cpu:.2f} | {every} |")
