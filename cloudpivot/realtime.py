@@ -110,17 +110,28 @@ def ring_log(*, task_id: Any, position: int) -> None:
 
 # Host agents' long-polls (runner_api/sync_view.py) listen here: "something for an agent may have changed".
 AGENT_DOORBELL = "agent-doorbell"
+# A long-poll that answered this recently is on its way back, and looks at the database first when it
+# arrives: between two long-polls a ring needs no poke (docs/decisions.md, "Coalesced wake-ups").
+AGENT_RETURNS_SECONDS = 1.0
+_long_poll_answered_at = -AGENT_RETURNS_SECONDS
+
+
+def long_poll_answered() -> None:
+    """An agent's long-poll in this process answered: the agent sends the next one at once."""
+    global _long_poll_answered_at
+    _long_poll_answered_at = time.monotonic()
 
 
 def ring_agents() -> bool:
-    """Ring the agents' doorbell; True when a long-poll listens in this very process (the in-process layer).
+    """Ring the agents' doorbell; True when a long-poll listens in this very process (the in-process layer),
+    or answered so recently that the agent's next one, which looks first, is under way.
 
     With the in-process layer a ring reaches only this process's long-polls: a caller that gets False
     pokes the agent on this host directly (clusters/backends/local.py). With Redis it reaches them all.
     """
     layer = get_channel_layer()
     if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(AGENT_DOORBELL):
-        return False  # nobody here listens: nothing to send
+        return time.monotonic() - _long_poll_answered_at < AGENT_RETURNS_SECONDS  # nothing to send here
     _send([AGENT_DOORBELL], {"type": "agent.doorbell"})
     return True
 

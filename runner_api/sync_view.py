@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from contextlib import asynccontextmanager
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -21,6 +23,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import ValidationError
 
+from cloudpivot import realtime
 from cloudpivot.api import error_body, flatten_errors
 from cloudpivot.realtime import AGENT_DOORBELL
 from runner_api.limits import request_size_refusal
@@ -29,6 +32,11 @@ from runner_api.sync_scope import SyncRefused, sync_scope
 from tasks.services.runner_sync import SyncScope, sync_answer, sync_apply, sync_has_news
 
 RECHECK_SECONDS = 5.0
+# An agent's long-poll answers news (assignments) at most once per this long: while a client submits back to
+# back, each answer then admits and hands out every task submitted meanwhile, in one sync, instead of one
+# sync (and one new long-poll) per task. A task on an idle system is answered at once (docs/decisions.md).
+COALESCE_SECONDS = 0.05
+_last_news: dict[str, float] = {}  # agent name → time.monotonic() of its last long-poll answered with news
 
 
 @csrf_exempt
@@ -60,43 +68,70 @@ async def sync(request: HttpRequest) -> JsonResponse:
         response = _error(401, "not_authenticated", str(exc))
         response["WWW-Authenticate"] = "Bearer"
         return response
-    answer = await sync_to_async(sync_apply)(
-        scope=scope, agent=data["agent"], known=data["known"], reports=data["attempts"], cleaned=data["cleaned"]
-    )
     # An agent holding attempts is back at least once per heartbeat interval: its call is their heartbeat.
     wait = min(data["wait"], settings.RUNNER_HEARTBEAT_DEADLINE_SECONDS / 4)
     if data["known"]:
         wait = min(wait, settings.RUNNER_HEARTBEAT_SECONDS)
-    if wait > 0 and not sync_has_news(answer, data["stopping"]):
-        answer = await _hold(scope, data, wait) or answer
+
+    def apply() -> dict[str, Any]:
+        return sync_apply(
+            scope=scope, agent=data["agent"], known=data["known"], reports=data["attempts"], cleaned=data["cleaned"]
+        )
+
+    if wait <= 0:
+        answer = await sync_to_async(apply)()
+    else:  # a long-poll: listening from the start, so no ring is missed while it looks or holds off
+        async with _doorbell() as channel:
+            await _hold_off(scope)
+            answer = await sync_to_async(apply)()
+            if not sync_has_news(answer, data["stopping"]):
+                answer = await _hold(scope, data, wait, channel) or answer
+        if scope.agent_name:
+            realtime.long_poll_answered()
+            if answer["assignments"]:
+                _last_news[scope.agent_name] = time.monotonic()
     answer["poll_after"] = 0
     return JsonResponse(answer)
 
 
-async def _hold(scope: SyncScope, data: dict[str, Any], wait: float) -> dict[str, Any] | None:
-    """Wait for the doorbell or the next database look that finds news; the answer then, or None at the end."""
+@asynccontextmanager
+async def _doorbell():
+    """A channel in the agents' doorbell group for the duration (None without a channel layer)."""
     layer = get_channel_layer()
     channel = await layer.new_channel() if layer is not None else None
     if channel:
         await layer.group_add(AGENT_DOORBELL, channel)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    names = set(data["known"])
     try:
-        while (remaining := deadline - loop.time()) > 0:
-            try:
-                if channel:
-                    await asyncio.wait_for(layer.receive(channel), timeout=min(RECHECK_SECONDS, remaining))
-                else:
-                    await asyncio.sleep(min(RECHECK_SECONDS, remaining))
-            except TimeoutError:
-                pass
-            answer = await sync_to_async(sync_answer)(scope=scope, names=names)
-            if sync_has_news(answer, data["stopping"]):
-                return answer
+        yield channel
     finally:
         if channel:
             await layer.group_discard(AGENT_DOORBELL, channel)
+
+
+async def _hold_off(scope: SyncScope) -> None:
+    """Within COALESCE_SECONDS of the agent's last answer with news, wait for the rest of it (rings queue)."""
+    if scope.agent_name and (pause := _last_news.get(scope.agent_name, 0.0) + COALESCE_SECONDS - time.monotonic()) > 0:
+        await asyncio.sleep(pause)
+
+
+async def _hold(scope: SyncScope, data: dict[str, Any], wait: float, channel: str | None) -> dict[str, Any] | None:
+    """Wait for the doorbell or the next database look that finds news; the answer then, or None at the end."""
+    layer = get_channel_layer()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    names = set(data["known"])
+    while (remaining := deadline - loop.time()) > 0:
+        try:
+            if channel:
+                await asyncio.wait_for(layer.receive(channel), timeout=min(RECHECK_SECONDS, remaining))
+            else:
+                await asyncio.sleep(min(RECHECK_SECONDS, remaining))
+        except TimeoutError:
+            pass
+        await _hold_off(scope)
+        answer = await sync_to_async(sync_answer)(scope=scope, names=names)
+        if sync_has_news(answer, data["stopping"]):
+            return answer
     return None
 
 

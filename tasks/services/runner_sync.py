@@ -34,7 +34,7 @@ from tasks.choices import AttemptState, CleanupState, TaskState
 from tasks.models import Attempt, LogChunk, Task, TaskEvent
 from tasks.services.admission import connection_admit
 from tasks.services.faults import isolated
-from tasks.services.lifecycle import attempt_superseded_or_closed, lock_task_and_attempt, task_transition
+from tasks.services.lifecycle import attempt_superseded_or_closed, task_transition
 from tasks.services.logs import log_append_locked, log_counters_save
 from tasks.services.runner_reports import (
     runner_assignment,
@@ -338,10 +338,13 @@ def _handout(scope: SyncScope, held: set[str]) -> list[dict[str, Any]]:
                 f"admission on connection {connection_id}",
                 lambda pk=connection_id: connection_admit(connection_id=pk, announce=False),
             )
-        candidates = list(open_attempts.select_related("task").order_by("task__created_at")[:HANDOUT_LIMIT])
+        candidates = list(open_attempts.order_by("task__created_at").only("pk", "task_id")[:HANDOUT_LIMIT])
+        locked = _Batch.locked(candidates).attempts  # all of them in two queries, in the writers' lock order
         for candidate in candidates:
-            task, attempt = lock_task_and_attempt(candidate)
-            attempt.task = task
+            attempt = locked.get(candidate.pk)
+            if attempt is None:
+                continue
+            task = attempt.task
             if attempt_superseded_or_closed(attempt) or task.state not in (TaskState.SUBMITTING, TaskState.STARTING):
                 continue
             if task.state == TaskState.SUBMITTING:

@@ -62,3 +62,53 @@ def test_request_profile(api, world):
 
     measure("POST /api/v1/tasks (submit)", submit)
     measure("GET /api/v1/tasks/{id}", read)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_agent_sync_profile(world):
+    """The host agent's sync, as a submit's doorbell makes it come: a new long-poll with one attempt held
+    (wait=0 here, so it answers at once) and one that admits and hands out a task submitted just before."""
+    from rest_framework.test import APIClient
+
+    from cloudpivot import credentials
+    from clusters.backends.local import agent_name, connection_runs_dir
+    from tasks.services.submission import task_submit
+
+    name = agent_name(connection_runs_dir(world.local))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {credentials.agent_credential(name=name)}")
+    held: list[str] = []
+
+    def sync(**extra) -> dict:
+        body = {"protocol": 2, "agent": {"name": name, "boot_id": "b", "pid": 1}, "known": held, "wait": 0, **extra}
+        response = client.post("/runner/v2/sync", body, format="json")
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    task_submit(user=world.bob, document=hello_spec(command=["sleep", "600"]))
+    held.extend(a["attempt"] for a in sync()["assignments"])
+    measure("POST /runner/v2/sync (one attempt held, nothing new)", sync)
+
+    batch = int(os.environ.get("BENCH_BATCH", "1"))
+
+    def task_cycle() -> None:
+        """What the agent's requests cost for BENCH_BATCH tasks submitted together (default 1): the woken
+        long-poll that admits and hands them out, the new long-poll, the report of their starts and exits,
+        and the confirmation of their cleanup. Divide by BENCH_BATCH for the cost per task."""
+        for _ in range(batch):
+            task_submit(user=world.bob, document=hello_spec(command=["true"]))
+        names = [assignment["attempt"] for assignment in sync()["assignments"]]
+        assert len(names) == batch
+        held.extend(names)
+        sync()
+        now = "2026-12-03T09:00:00Z"
+        events = [
+            {"seq": 1, "type": "started", "time": now, "data": {"pid": 1}},
+            {"seq": 2, "type": "exited", "time": now, "data": {"exit_code": 0}},
+        ]
+        sync(attempts=[{"attempt": name, "events": events, "logs": []} for name in names])
+        for name in names:
+            held.remove(name)
+        sync(cleaned=names)
+
+    measure(f"{batch} task(s) submitted and their agent syncs: handout, poll, report, cleanup", task_cycle)

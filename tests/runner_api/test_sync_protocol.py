@@ -211,3 +211,38 @@ def test_a_busy_agents_sync_larger_than_djangos_form_limit_is_applied(agent, wor
     assert response.status_code == 200, response.content[:300]
     attempt.refresh_from_db()
     assert attempt.log_stdout_bytes == len(data)
+
+
+def test_a_burst_of_submits_is_handed_out_in_one_long_poll_answer_per_window(agent, world, monkeypatch):
+    from runner_api import sync_view
+
+    monkeypatch.setattr(sync_view, "_last_news", {})
+    monkeypatch.setattr(sync_view, "COALESCE_SECONDS", 1.0)  # wide, so a slow machine still submits within it
+    sync(agent)  # warm: the first request of a test process imports the views
+    first = task_submit(user=world.bob, document=hello_spec())[0]
+    started = time.monotonic()
+    [assignment] = sync(agent, wait=5).json()["assignments"]  # an idle agent is answered at once
+    answered = time.monotonic()
+    assert assignment["task_id"] == str(first.pk) and answered - started < 0.9
+    # Back within the window: the long-poll waits out the rest of it, then hands out all that came meanwhile.
+    more = {str(task_submit(user=world.bob, document=hello_spec())[0].pk) for _ in range(3)}
+    answer = sync(agent, known=[assignment["attempt"]], wait=5).json()
+    assert time.monotonic() - answered >= 0.95
+    assert {a["task_id"] for a in answer["assignments"]} == more
+
+
+def test_a_ring_between_two_long_polls_needs_no_poke(agent, world, monkeypatch):
+    """The embedded default's in-process layer: an agent whose long-poll just answered is on its way back, and
+    its next long-poll looks at the database first, so a submit meanwhile neither rings nor signals it."""
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+    from cloudpivot import realtime
+
+    if not isinstance(get_channel_layer(), InMemoryChannelLayer):
+        pytest.skip("with a shared channel layer every ring is sent to every process")
+    monkeypatch.setattr(realtime, "_long_poll_answered_at", -100.0)
+    assert realtime.ring_agents() is False  # nobody listens, nobody came lately: the caller pokes the agent
+    sync(agent, wait=0.1)
+    assert realtime.ring_agents() is True
+    monkeypatch.setattr(realtime, "_long_poll_answered_at", time.monotonic() - realtime.AGENT_RETURNS_SECONDS)
+    assert realtime.ring_agents() is False
