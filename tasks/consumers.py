@@ -34,7 +34,7 @@ from cloudpivot.realtime import project_group, task_group
 from tasks import portal
 from tasks.models import Task
 from tasks.selectors import task_get_for_user, tasks_visible_to
-from tasks.services.logs import log_read
+from tasks.services.logs import log_attempt, log_read
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class TaskConsumer(FollowingConsumer):
         return out
 
     def _read_log(self) -> list[dict[str, Any]]:
-        attempt = portal.latest_attempt(self.task.pk)
+        attempt = log_attempt(task_id=self.task.pk)
         if attempt is None:
             return []
         if attempt.number != self.attempt:
@@ -188,9 +188,7 @@ class TaskConsumer(FollowingConsumer):
             self.position = total - portal.LOG_TAIL_BYTES
         out = []
         while self.position < total:
-            piece = log_read(
-                task=self.task, attempt_number=attempt.number, offset=self.position, limit=portal.LOG_MESSAGE_BYTES
-            )
+            piece = log_read(task=self.task, attempt=attempt, offset=self.position, limit=portal.LOG_MESSAGE_BYTES)
             if piece["next_offset"] <= self.position:
                 break
             out.append(
