@@ -6,8 +6,10 @@ the rings to this process's sender thread (cloudpivot/ring_sender.py), which sen
 
 Messages (channel layer, JSON-native):
 - to `task.<task id>`:    {"type": "task.changed", "task_id", "seq"}   a new TaskEvent (state changes included)
-                          {"type": "task.log", "task_id", "position"}   new log bytes up to `position`
 - to `project.<project id>`: {"type": "task.changed", "task_id", "seq"}  for dashboards and lists
+- to `task-logs` (LOG_DOORBELL): {"type": "task.logs", "positions": {task id: position}}   new log bytes up to
+  `position`, for every task of a transaction in one message; each web process hears it once and wakes its
+  websockets (cloudpivot/log_hub.py)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import connections, transaction
 
 from cloudpivot import ring_sender
+from cloudpivot.log_hub import LOG_DOORBELL
 
 logger = logging.getLogger(__name__)
 # How long the reconcile relay gives a shared layer to forget its channel.
@@ -89,8 +92,8 @@ class _Rings:
         for task_id, (project_id, seq) in self.changed.items():
             message = {"type": "task.changed", "task_id": str(task_id), "seq": seq}
             messages += [(task_group(task_id), message), (project_group(project_id), message)]
-        for task_id, position in self.logs.items():
-            messages.append((task_group(task_id), {"type": "task.log", "task_id": str(task_id), "position": position}))
+        if self.logs:
+            messages.append(_log_ring({str(task_id): position for task_id, position in self.logs.items()}))
         _send_each(messages)
 
 
@@ -105,7 +108,11 @@ def _pending_rings() -> _Rings:
 
 
 def ring_log(*, task_id: Any, position: int) -> None:
-    _send([task_group(task_id)], {"type": "task.log", "task_id": str(task_id), "position": position})
+    _send_each([_log_ring({str(task_id): position})])
+
+
+def _log_ring(positions: dict[str, int]) -> tuple[str, dict[str, Any]]:
+    return LOG_DOORBELL, {"type": "task.logs", "positions": positions}
 
 
 # Host agents' long-polls (runner_api/sync_view.py) listen here: "something for an agent may have changed".

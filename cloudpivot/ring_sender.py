@@ -42,9 +42,12 @@ def _key(group: str, message: dict[str, Any]) -> tuple[str, Any, Any]:
 
 
 def _merged(waiting: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any]:
-    """The newer ring wins (a log position restarts at 0 on a new attempt), but never with an older seq."""
+    """The newer ring wins (a log position restarts at 0 on a new attempt), but never with an older seq; rings
+    of log positions of many tasks (realtime.LOG_DOORBELL) are merged task by task, the newer position winning."""
     if "seq" in waiting and "seq" in newer and waiting["seq"] > newer["seq"]:
         return {**newer, "seq": waiting["seq"]}
+    if "positions" in waiting and "positions" in newer:
+        return {**newer, "positions": {**waiting["positions"], **newer["positions"]}}
     return newer
 
 

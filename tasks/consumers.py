@@ -28,13 +28,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from cloudpivot import log_hub
 from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import NotFound
 from cloudpivot.realtime import project_group, task_group
 from tasks import portal
 from tasks.models import Task
 from tasks.selectors import task_get_for_user, tasks_visible_to
-from tasks.services.logs import log_read
+from tasks.services.logs import log_attempt, log_read
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
             self.groups_joined.append(group)
         await self.accept()
-        self.wake = asyncio.Event()
+        if getattr(self, "wake", None) is None:  # (a subclass may have made it already, to be rung before this)
+            self.wake = asyncio.Event()
         self.wake.set()
         self.follower = asyncio.create_task(self._follow())
 
@@ -133,6 +135,9 @@ class TaskConsumer(FollowingConsumer):
         self.attempt = _query_int(self.scope, "log_attempt")
         self.position = _query_int(self.scope, "log_position")
         self.sent_state: tuple[str, str] | None = None
+        self.wake = asyncio.Event()
+        self.listening = True
+        await log_hub.listen(self.task.pk, self.log_rung)  # before the first read: no ring after it is missed
         await self.follow([task_group(self.task.pk)])
 
     @staticmethod
@@ -147,9 +152,15 @@ class TaskConsumer(FollowingConsumer):
         if message.get("seq", 0) > self.seq:
             self.wake.set()
 
-    async def task_log(self, message: dict[str, Any]) -> None:
-        if message.get("position") != self.position:
+    def log_rung(self, position: int) -> None:
+        """The log doorbell (cloudpivot/log_hub.py): new bytes up to `position`."""
+        if position != self.position:
             self.wake.set()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "listening", False):
+            await log_hub.unlisten(self.task.pk, self.log_rung)
+        await super().disconnect(code)
 
     def read_new(self) -> list[dict[str, Any]] | None:
         row = (
@@ -176,7 +187,7 @@ class TaskConsumer(FollowingConsumer):
         return out
 
     def _read_log(self) -> list[dict[str, Any]]:
-        attempt = portal.latest_attempt(self.task.pk)
+        attempt = log_attempt(task_id=self.task.pk)
         if attempt is None:
             return []
         if attempt.number != self.attempt:
@@ -188,9 +199,7 @@ class TaskConsumer(FollowingConsumer):
             self.position = total - portal.LOG_TAIL_BYTES
         out = []
         while self.position < total:
-            piece = log_read(
-                task=self.task, attempt_number=attempt.number, offset=self.position, limit=portal.LOG_MESSAGE_BYTES
-            )
+            piece = log_read(task=self.task, attempt=attempt, offset=self.position, limit=portal.LOG_MESSAGE_BYTES)
             if piece["next_offset"] <= self.position:
                 break
             out.append(

@@ -81,10 +81,14 @@ def queue_positions(*, rows: list[dict[str, Any]]) -> dict[uuid.UUID, int]:
         return {uuid.UUID(str(task_id)): place for task_id, place in cursor.fetchall()}
 
 
-def task_get_for_user(*, user: AbstractBaseUser, task_id: Any) -> Task:
-    """The task, or NotFound (also for foreign ones, so ids cannot be probed)."""
+def task_get_for_user(*, user: AbstractBaseUser, task_id: Any, only: tuple[str, ...] = ()) -> Task:
+    """The task, or NotFound (also for foreign ones, so ids cannot be probed). With `only`, just those
+    columns of the task and none of its related rows (a hot read that needs little, like a log poll)."""
+    tasks = tasks_visible_to(user=user)
+    if only:
+        tasks = tasks.select_related(None).only(*only)
     try:
-        return tasks_visible_to(user=user).get(pk=task_id)
+        return tasks.get(pk=task_id)
     except (Task.DoesNotExist, ValueError, TypeError, ValidationError):  # ValidationError: not a UUID
         raise NotFound(f"task {task_id} not found") from None
 

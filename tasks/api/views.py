@@ -163,7 +163,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str) -> Response:
         """Log text from a byte offset (latest attempt, both streams unless `stream` is given)."""
-        task = self.get_object()
+        task = selectors.task_get_for_user(user=request.user, task_id=pk, only=("id", "state"))
         params = query(LogsQuerySerializer, request)
         return Response(
             services.log_read(

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from cloudpivot import realtime
@@ -152,14 +154,17 @@ def log_read(
     stream: str | None = None,
     offset: int = 0,
     limit: int = READ_LIMIT_BYTES,
+    attempt: Attempt | None = None,
 ) -> dict[str, Any]:
-    """Up to `limit` bytes from `offset` of one attempt's log (the latest by default).
+    """Up to `limit` bytes from `offset` of one attempt's log (the latest by default, or `attempt` if given).
 
     Without `stream`, both streams interleaved in arrival order, with offsets counted
     across both; with `stream`, that stream alone with its own offsets.
+
+    A follower polls this a few times a second: a read at or past the end asks the database for the
+    attempt alone, and a read with news one query for its chunks (no server-side cursor).
     """
-    attempts = task.attempts.all()
-    attempt = attempts.filter(number=attempt_number).first() if attempt_number else attempts.order_by("-number").first()
+    attempt = attempt or log_attempt(task_id=task.pk, number=attempt_number)
     if attempt is None:
         return {
             "attempt": attempt_number,
@@ -169,15 +174,12 @@ def log_read(
             "data": "",
             "complete": task.is_terminal,
         }
-    key = "offset" if stream else "position"
-    chunks = LogChunk.objects.filter(attempt=attempt)
-    if stream:
-        chunks = chunks.filter(stream=stream)
-    first = chunks.filter(**{f"{key}__lte": offset}).order_by(f"-{key}").values_list(key, flat=True).first()
-    start = first if first is not None else offset
-    rows = chunks.filter(**{f"{key}__gte": start}).order_by(key).values_list(key, "stream", "data")
+    # Every stored byte lies below the attempt's counters (updated in the transaction that stores the bytes).
+    nothing = offset >= (getattr(attempt, _LENGTH[stream]) if stream else attempt.log_bytes)
+    pieces, size, text, next_offset = [], 0, "", offset
     for room in (limit, limit + 8):  # a page smaller than one character reads that character whole
-        pieces, size = _page(rows, offset=offset, limit=room)
+        if not nothing:
+            pieces, size = _page(_chunks_from(attempt, stream, offset), offset=offset, limit=room)
         complete = attempt.is_closed and size < room
         text, next_offset = log_text(pieces, offset=offset, final=complete)
         if next_offset > offset or size < room:
@@ -192,11 +194,44 @@ def log_read(
     }
 
 
+# What a read needs of the attempt (its row is wide: the spec of its execution, usage, cursors…).
+_READ_FIELDS = ("id", "task_id", "number", "closed_at", "log_bytes", "log_stdout_bytes", "log_stderr_bytes")
+
+
+def log_attempt(*, task_id: Any, number: int | None = None) -> Attempt | None:
+    """The attempt whose log a read is about (number `number`, or the latest), with what log_read needs of it."""
+    attempts = Attempt.objects.filter(task_id=task_id).only(*_READ_FIELDS)
+    return attempts.filter(number=number).first() if number else attempts.order_by("-number").first()
+
+
+# Rows per query: a follower's read is a few small chunks; a long read takes several pages of rows.
+_ROWS_PER_QUERY = 200
+
+
+def _chunks_from(attempt: Attempt, stream: str | None, offset: int) -> Any:
+    """(where each chunk begins, its stream, its bytes) from the chunk holding `offset` on, in order:
+    one query per _ROWS_PER_QUERY rows, the chunk holding `offset` found by a subquery of the same query."""
+    key = "offset" if stream else "position"
+    chunks = LogChunk.objects.filter(attempt_id=attempt.pk)
+    if stream:
+        chunks = chunks.filter(stream=stream)
+    holding = chunks.filter(**{f"{key}__lte": offset}).order_by(f"-{key}").values(key)[:1]
+    rows = chunks.filter(**{f"{key}__gte": Coalesce(Subquery(holding), Value(offset))}).order_by(key)
+    rows = rows.values_list(key, "stream", "data")
+    start = None
+    while True:
+        page = list(rows[:_ROWS_PER_QUERY] if start is None else rows.filter(**{f"{key}__gt": start})[:_ROWS_PER_QUERY])
+        yield from page
+        if len(page) < _ROWS_PER_QUERY:
+            return
+        start = page[-1][0]
+
+
 def _page(rows: Any, *, offset: int, limit: int) -> tuple[list[tuple[int, str, bytes]], int]:
     """The stored bytes from `offset` on, at most `limit`: (where each piece begins, its stream, its bytes)."""
     pieces: list[tuple[int, str, bytes]] = []
     size = 0
-    for begin, stream, data in rows.iterator():
+    for begin, stream, data in rows:
         data = bytes(data)
         if begin + len(data) <= offset:
             continue

@@ -1,4 +1,5 @@
-"""In-process CPU per REST request (issue 11, item 4): a submit and a task read through the bearer-token stack.
+"""In-process CPU per REST request (issue 11, item 4): a submit, a task read and a log follower's read
+(GET /api/v1/tasks/{id}/logs?offset=, as `cloudpivot task logs -f` polls it) through the bearer-token stack.
 
 Runs each request BENCH_REQUESTS times (default 300) through the routed test client (the middleware stack
 uvicorn serves a bearer-token call with) inside the test process, reports CPU ms per request
@@ -16,8 +17,10 @@ import pstats
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from tests.builders import hello_spec
+from tests.builders import hello_spec, running, write_log
 
 N = int(os.environ.get("BENCH_REQUESTS", "300"))
 
@@ -112,3 +115,31 @@ def test_agent_sync_profile(world):
         sync(cleaned=names)
 
     measure(f"{batch} task(s) submitted and their agent syncs: handout, poll, report, cleanup", task_cycle)
+
+
+def test_log_follower_profile(api, world):
+    """A running task's log of 600 small chunks (an agent batch's few lines each); the follower reads at the end:
+    the last chunk's bytes (the steady state of a follower), and nothing new (the poll that finds nothing)."""
+    client = api("bob")
+    task, attempt = running(world.bob)
+    for n in range(600):
+        write_log(attempt, b"%.6f 0 %d %s\n" % (time.time(), n, b"x" * 60))
+    attempt.refresh_from_db()
+    last = attempt.log_bytes - 78
+    paths = {
+        "GET …/logs?offset=<last chunk>": f"/api/v1/tasks/{task.pk}/logs?offset={last}",
+        "GET …/logs?offset=<end> (nothing new)": f"/api/v1/tasks/{task.pk}/logs?offset={attempt.log_bytes}",
+    }
+    for label, path in paths.items():
+
+        def read(path=path):
+            response = client.get(path)
+            assert response.status_code == 200, response.content
+
+        with CaptureQueriesContext(connection) as queries:
+            read()
+        print(f"\n{label}: {len(queries)} queries")
+        if os.environ.get("BENCH_PROFILE"):
+            for query in queries.captured_queries:
+                print("   ", query["sql"][:300])
+        measure(label, read)

@@ -10,7 +10,12 @@ Measured:
 - line printed → shown in an open browser page: headless Chromium (Playwright), BENCH_STREAM_PAGES (default
   3) task pages with the live log over the websocket; arrival times read in the page; p50/p95;
 - lines lost or duplicated (must be 0): every task's whole stored log read back through the API at the end,
-  each line number once; and what the followers and the pages saw twice.
+  each line number once; and what the followers and the pages saw twice;
+- CPU per line printed, by kind of process (tests/bench/served.py `tree_cpu`): the web server, the host agent
+  and its supervisors, the programs themselves, and this process (followers, reconcile loop, list client);
+- the task list API while the tasks stream, with BENCH_STREAM_LIST_TASKS tasks in the database (100,000 with
+  BENCH_SHORT=0, none by default; bulk-inserted as bench_task_list.py does): p50/p95 of GET /api/v1/tasks
+  (default page, one project's member) asked every BENCH_STREAM_LIST_GAP seconds (0.25) over one connection.
 Figures, not assertions: this machine is shared and noisy.
 """
 
@@ -24,11 +29,11 @@ from typing import Any
 
 import pytest
 
-from tasks.models import Task
+from tasks.models import LogChunk, Task
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.bench import streaming_load
-from tests.bench.served import KeepAliveClient
+from tests.bench import listing, served, streaming_load
+from tests.bench.served import KeepAliveClient, cpu_since, tree_cpu
 from tests.builders import hello_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,6 +100,38 @@ class Follower(threading.Thread):
         self.client.close()
 
 
+class Lister(threading.Thread):
+    """One client asking for the task list's first page over and over while the tasks stream."""
+
+    def __init__(self, url: str, token: str, gap: float) -> None:
+        super().__init__(daemon=True)
+        self.client = KeepAliveClient(url, token, timeout=30)
+        self.gap, self.stop, self.times, self.errors = gap, threading.Event(), [], 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            began = time.perf_counter()
+            try:
+                self.client.call("GET", "/api/v1/tasks")
+                self.times.append(time.perf_counter() - began)
+            except (OSError, AssertionError):
+                self.errors += 1
+            self.stop.wait(self.gap)
+        self.client.close()
+
+
+def ingest_latencies(task_ids: list[Any]) -> list[float]:
+    """For every line stored: from its printing to the moment the server built its log chunk (created_at, a moment
+    before the batch commits). What is left of a reader's latency is the reading side's."""
+    latencies = []
+    for created, data in LogChunk.objects.filter(task_id__in=task_ids).values_list("created_at", "data").iterator():
+        stored = created.timestamp()
+        for line in bytes(data).split(b"\n"):
+            if parsed := streaming_load.parse(line):
+                latencies.append(stored - parsed[0])
+    return latencies
+
+
 def stored_lines(url: str, token: str, task_id: str) -> list[int]:
     """Every line number in the task's stored log, in order, read through the API from offset 0."""
     client = KeepAliveClient(url, token)
@@ -133,6 +170,8 @@ def test_streaming_logs(request, worker, world):
     expected = int(rate * seconds)
     followers_n = int(os.environ.get("BENCH_STREAM_FOLLOWERS", str(min(count, 5))))
     pages_n = int(os.environ.get("BENCH_STREAM_PAGES", "3"))
+    list_total = int(os.environ.get("BENCH_STREAM_LIST_TASKS", "100000" if count >= 100 else "0"))
+    seeded = listing.seed(world, list_total, world.runs_dir.parent / "seeded-runs") if list_total else None
     load_start = os.getloadavg()
     # Every program waits for one common start, so the pages are open and the followers ready before the first line.
     lead = float(os.environ.get("BENCH_STREAM_LEAD", str(15 + 0.2 * count + 8 * pages_n)))
@@ -152,6 +191,18 @@ def test_streaming_logs(request, worker, world):
     if time.time() > start_at:
         print(f"  (the pages took longer than the {lead:.0f} s lead: raise BENCH_STREAM_LEAD)")
     ids = [task.pk for task in tasks]
+    lister = None
+    if seeded:
+        lister = Lister(worker.url, token, float(os.environ.get("BENCH_STREAM_LIST_GAP", "0.25")))
+        lister.start()
+    # CPU is read over the steady state, while every program prints (each process is then alive and counted as
+    # itself; a program that ended is in its supervisor's cutime and would count as the agent's).
+    window = (start_at + 1, start_at + max(2.0, seconds - 1))
+    time.sleep(max(0.0, window[0] - time.time()))
+    cpu_roots = {"server": [worker.process.pid, *_agent_pids(world.runs_dir)], "bench": [os.getpid()]}
+    cpu_before = {who: tree_cpu(roots) for who, roots in cpu_roots.items()}
+    time.sleep(max(0.0, window[1] - time.time()))
+    cpu = {who: cpu_since(cpu_before[who], tree_cpu(roots)) for who, roots in cpu_roots.items()}
     helpers.wait_for(
         lambda: Task.objects.filter(pk__in=ids, state__in=FINISHED).count() == count,
         timeout=seconds + 300,
@@ -160,6 +211,9 @@ def test_streaming_logs(request, worker, world):
     )
     elapsed = time.time() - start_at
     time.sleep(2 * POLL_SECONDS + 1)  # the followers' and pages' last reads
+    if lister is not None:
+        lister.stop.set()
+        lister.join(timeout=30)
     for follower in followers:
         follower.stop.set()
     for follower in followers:
@@ -173,6 +227,7 @@ def test_streaming_logs(request, worker, world):
         numbers = stored_lines(worker.url, token, str(task.pk))
         lost += len(set(range(expected)) - set(numbers))
         duplicated += len(numbers) - len(set(numbers))
+    stored_after = ingest_latencies(ids)
     states: dict[str, int] = {}
     for state in Task.objects.filter(pk__in=ids).values_list("state", flat=True):
         states[state] = states.get(state, 0) + 1
@@ -190,9 +245,39 @@ def test_streaming_logs(request, worker, world):
             f"p50 {percentile(page_arrivals, 0.5) * 1000:.0f} ms, p95 {percentile(page_arrivals, 0.95) * 1000:.0f} ms "
             f"over {len(page_arrivals)} lines; lines shown twice: {page_duplicates}"
         )
+    print(
+        f"  (of which line printed → stored by the server: p50 {percentile(stored_after, 0.5) * 1000:.0f} ms, "
+        f"p95 {percentile(stored_after, 0.95) * 1000:.0f} ms: the host agent's batching and its sync request)"
+    )
     print(f"  stored logs: {lost} lines lost, {duplicated} duplicated (of {expected * count})")
     print(f"  followers saw {sum(f.duplicates for f in followers)} lines twice")
-    print("  targets (issue 11): API p95 < 1 s, browser p95 < 1 s, 0 lost, 0 duplicated")
+    if lister is not None:
+        print(
+            f"  task list API with {list_total:,} tasks seeded, while streaming (GET /api/v1/tasks, one project): "
+            f"p50 {percentile(lister.times, 0.5) * 1000:.0f} ms, p95 {percentile(lister.times, 0.95) * 1000:.0f} ms "
+            f"over {len(lister.times)} requests ({lister.errors} failed)"
+        )
+    print_cpu(cpu, lines=int(rate * (window[1] - window[0]) * count), seconds=window[1] - window[0])
+    print("  targets (issue 11): API p95 < 1 s, browser p95 < 1 s, 0 lost, 0 duplicated; list p95 < 100 ms")
+
+
+def print_cpu(cpu: dict[str, dict[str, float]], *, lines: int, seconds: float) -> None:
+    """CPU while every program printed: µs per line printed and share of one core, by kind of process."""
+    print(f"  CPU while every program printed ({seconds:.0f} s), per line printed and as a share of one core:")
+    for who, kinds in cpu.items():
+        for kind, used in sorted(kinds.items(), key=lambda item: -item[1]):
+            if used > 0 and not (who == "bench" and kind in served.WEB_KINDS):  # the web server is counted once
+                share = 100 * used / seconds
+                print(f"    {who:6s} {kind:28s} {used * 1e6 / lines:7.0f} µs/line  {share:5.1f} % of a core")
+    server = sum(used for kind, used in cpu["server"].items() if kind != "programs and other")
+    print(f"    CloudPivot (web + agent + supervisors): {server * 1e6 / lines:.0f} µs per line")
+
+
+def _agent_pids(runs_dir: Path) -> list[int]:
+    """The host agent serving the world's runs directory (detached: not below this process)."""
+    lock = runs_dir / "agent.lock"
+    text = lock.read_text().strip() if lock.exists() else ""
+    return [int(text)] if text.isdigit() else []
 
 
 def _vendor() -> str:

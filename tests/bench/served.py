@@ -36,6 +36,9 @@ KINDS = (
     ("cloudpivot_agent", "host agent + supervisors"),
     ("cloudpivot_runner", "runners"),
     ("manage.py serve", "serve"),
+    ("chrom", "browser (chromium)"),
+    ("playwright", "browser driver (playwright)"),
+    ("pytest", "benchmark client (pytest)"),
 )
 WEB_KINDS = ("web (uvicorn)", "web (daphne)")
 

@@ -50,8 +50,8 @@ def test_a_batch_for_many_tasks_rings_in_one_hop_with_each_tasks_last_log_positi
                 realtime.ring_log_on_commit(task_id=task, position=10)
                 realtime.ring_log_on_commit(task_id=task, position=25)
     [hop] = rings
-    logs = [(group, message["position"]) for group, message in hop if message["type"] == "task.log"]
-    assert logs == [("task.t1", 25), ("task.t2", 25), ("task.t3", 25)]
+    logs = [(group, message["positions"]) for group, message in hop if message["type"] == "task.logs"]
+    assert logs == [(realtime.LOG_DOORBELL, {"t1": 25, "t2": 25, "t3": 25})]  # one message for every task
     assert len([m for _, m in hop if m["type"] == "task.changed"]) == 6
 
 
@@ -64,7 +64,7 @@ def test_a_rolled_back_savepoint_drops_its_rings_and_the_others_ring(rings):
         with transaction.atomic():
             realtime.ring_log_on_commit(task_id="applied", position=7)
     [hop] = rings
-    assert [(group, message["position"]) for group, message in hop] == [("task.applied", 7)]
+    assert [(group, message["positions"]) for group, message in hop] == [(realtime.LOG_DOORBELL, {"applied": 7})]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -99,26 +99,26 @@ async def received(layer, channel: str, count: int) -> list[dict]:
 @pytest.mark.django_db(transaction=True)
 async def test_a_commit_in_a_request_thread_reaches_a_listener_on_the_event_loop():
     """As a view's commit does (sync_to_async); with PostgreSQL + Redis this goes through Redis."""
-    layer, channel = await listen("task.rt1", "project.9")
+    layer, channel = await listen("task.rt1", "project.9", realtime.LOG_DOORBELL)
     await database_sync_to_async(commit_rings)("rt1", 4, 120)
     messages = await received(layer, channel, 3)
     assert sorted(messages, key=str) == sorted(
         [
             {"type": "task.changed", "task_id": "rt1", "seq": 4},
             {"type": "task.changed", "task_id": "rt1", "seq": 4},
-            {"type": "task.log", "task_id": "rt1", "position": 120},
+            {"type": "task.logs", "positions": {"rt1": 120}},
         ],
         key=str,
     )
-    await layer.group_discard("task.rt1", channel)
-    await layer.group_discard("project.9", channel)
+    for group in ("task.rt1", "project.9", realtime.LOG_DOORBELL):
+        await layer.group_discard(group, channel)
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_commit_in_a_thread_without_an_event_loop_reaches_the_listener_too():
     """A worker's or a management command's thread: no loop to hop into, still rung (the old async_to_sync
     hop sent on a loop of its own there, where the in-memory layer's listener never heard it)."""
-    layer, channel = await listen("task.rt2")
+    layer, channel = await listen("task.rt2", realtime.LOG_DOORBELL)
 
     def plain_thread() -> None:
         try:
@@ -130,8 +130,9 @@ async def test_a_commit_in_a_thread_without_an_event_loop_reaches_the_listener_t
     thread.start()
     await asyncio.get_running_loop().run_in_executor(None, thread.join)
     messages = await received(layer, channel, 2)
-    assert {message["type"] for message in messages} == {"task.changed", "task.log"}
+    assert {message["type"] for message in messages} == {"task.changed", "task.logs"}
     await layer.group_discard("task.rt2", channel)
+    await layer.group_discard(realtime.LOG_DOORBELL, channel)
 
 
 class GatedLayer(InProcessChannelLayer):
@@ -220,3 +221,13 @@ def test_a_forked_child_starts_a_sender_of_its_own():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert ring_sender.sender() is parent
+
+
+def test_waiting_log_rings_of_many_tasks_are_merged_task_by_task(held_sender):
+    """The log doorbell is one message per commit for all its tasks: what waits is merged, newest position wins."""
+    sender, layer = held_sender
+    sender.put([(realtime.LOG_DOORBELL, {"type": "task.logs", "positions": {"a": 5, "b": 7}})])
+    sender.put([(realtime.LOG_DOORBELL, {"type": "task.logs", "positions": {"a": 9, "c": 1}})])
+    layer.gate.set()
+    assert sender.wait_sent(timeout=5)
+    assert layer.batches[1] == [(realtime.LOG_DOORBELL, {"type": "task.logs", "positions": {"a": 9, "b": 7, "c": 1}})]

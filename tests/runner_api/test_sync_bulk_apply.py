@@ -116,3 +116,47 @@ def test_the_lean_progress_check_takes_exactly_what_the_serializer_takes(item, m
     lean = outcome()
     monkeypatch.setattr(serializers, "plain_progress", lambda item: None)
     assert lean == outcome()
+
+
+@pytest.mark.parametrize(
+    "logs",
+    [
+        [{"stream": "stdout", "offset": 0, "data": "aGVsbG8K"}],
+        [{"stream": "stderr", "offset": 7, "data": ""}, {"stream": "stdout", "offset": 3, "data": "eA=="}],
+        [{"stream": "stdout", "offset": 0, "data": "aGVsbG8K", "extra": 1}],
+        [{"stream": "stdout", "offset": 0}],
+        [{"stream": "stdin", "offset": 0, "data": "eA=="}],
+        [{"stream": "stdout", "offset": -1, "data": "eA=="}],
+        [{"stream": "stdout", "offset": "12", "data": "eA=="}],
+        [{"stream": "stdout", "offset": 1.0, "data": "eA=="}],
+        [{"stream": "stdout", "offset": True, "data": "eA=="}],
+        [{"stream": "stdout", "offset": 0, "data": "not base64!"}],
+        [{"stream": "stdout", "offset": 0, "data": "eA==\n"}],
+        [{"stream": "stdout", "offset": 0, "data": 7}],
+        [{"stream": "stdout", "offset": 0, "data": None}],
+        [{"stream": "stdout", "offset": 0, "data": "eA=="}, "piece"],
+        [None],
+        "logs",
+        {"stream": "stdout"},
+        None,
+    ],
+)
+def test_the_lean_log_check_takes_exactly_what_the_serializer_takes(logs, monkeypatch):
+    """Log pieces are checked in plain Python: the outcome must be the serializer's, refusals too."""
+
+    def outcome() -> object:
+        attempt = serializers.SyncAttemptSerializer(data={"attempt": "a-1", "logs": logs})
+        return attempt.validated_data["logs"] if attempt.is_valid() else attempt.errors
+
+    lean = outcome()
+    monkeypatch.setattr(serializers, "plain_log_piece", lambda item: None)
+    assert lean == outcome()
+
+
+def test_a_log_piece_over_the_size_limit_is_refused(monkeypatch):
+    monkeypatch.setattr(serializers, "MAX_LOG_CHUNK_BYTES", 3)
+    big = serializers.SyncAttemptSerializer(
+        data={"attempt": "a-1", "logs": [{"stream": "stdout", "offset": 0, "data": "eHh4eA=="}]}
+    )
+    assert not big.is_valid()
+    assert "at most 3 bytes" in str(big.errors["logs"])
