@@ -29,7 +29,7 @@ from django.conf import settings
 from tests import helpers
 
 FINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "UNKNOWN"}
-WORKER_STOP_GRACE = 15
+WORKER_STOP_GRACE = 5
 WEB_SERVER = [sys.executable, "-m", "cloudpivot.webserver"]  # what `manage.py serve` runs by default
 
 
