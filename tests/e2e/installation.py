@@ -120,8 +120,8 @@ class Installation:
     def set_up(self) -> None:
         """What a first install does: migrate, schedules, an admin with a project, the `local` cloud, a token."""
         self.manage("migrate", "--noinput", "-v", "0")
-        self.manage("sync_schedules", "-v", "0")
-        output = self.manage("bootstrap_demo", "--token")
+        make = "from django.core.management import call_command as c; c('sync_schedules'); c('bootstrap_demo', token=1)"
+        output = self.manage("shell", "-c", make)  # one start-up of Django for both
         self.token = output.strip().splitlines()[-1].removeprefix("api token: ")
 
     # ------------------------------------------------------------ processes
@@ -232,8 +232,10 @@ class Installation:
         try:
             self.stop_agent()
         finally:
-            for process in self.web + self.workers:
+            for process in self.web:
                 helpers.stop_process_group(process, timeout=30)
+            for process in self.workers:
+                helpers.stop_process_group(process, timeout=WORKER_STOP_GRACE)
             if self.listener is not None:
                 self.listener.close()
                 self.listener = None

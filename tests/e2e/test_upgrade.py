@@ -57,7 +57,6 @@ def test_migrate_then_rolling_restart_under_running_tasks(installation, tmp_path
     app, before, pending = PENDING_MIGRATION
     site.set_up()
     site.manage("migrate", app, before, "-v", "0")  # the release being installed brings `pending`
-    assert f"[ ] {pending}" in site.manage("showmigrations", app)
     site.start_web(2)
     site.start_workers(2)
     first_agent = site.start_agent()
@@ -76,7 +75,7 @@ def test_migrate_then_rolling_restart_under_running_tasks(installation, tmp_path
 
     with Prober(site) as prober:
         output = site.manage("migrate", "--noinput")
-        assert f"Applying {app}.{pending}... OK" in output, output
+        assert f"Applying {app}.{pending}... OK" in output, output  # it was pending, and now it is applied
         for index in range(len(site.web)):
             site.restart_web(index)
         ids["late"] = site.submit(chatty(work, "late", gate))  # through the new web processes, old workers
@@ -91,7 +90,6 @@ def test_migrate_then_rolling_restart_under_running_tasks(installation, tmp_path
         tasks = site.wait_final(ids, timeout=60)
 
     assert second_agent != first_agent
-    assert f"[X] {pending}" in site.manage("showmigrations", app)
     assert {name: task["state"] for name, task in tasks.items()} == expected
     for name, task in tasks.items():
         assert runs_of(work, name) == task["attempts_count"] == 1, (name, task)
