@@ -204,16 +204,21 @@ class LocalBackend(ExecutionBackend):
         evidence = {"agent_alive": alive, "runs_dir": str(self.runs_dir)}
         if alive:
             return [Observation(a.external_name, exists=True, phase="running", evidence=evidence) for a in attempts]
-        return [
-            Observation(
-                a.external_name,
-                exists=self._state_dir(a).exists(),
-                phase="gone",
-                reason="the host agent is not running",
-                evidence=evidence,
+        observations = []
+        for a in attempts:
+            # The attempt's directory holds its program (under its supervisor) or its exit status and output:
+            # the next agent reports them, so the agent is started again rather than the attempt ended.
+            on_host = self._state_dir(a).exists()
+            observations.append(
+                Observation(
+                    a.external_name,
+                    exists=on_host,
+                    phase="gone",
+                    reason="the host agent is not running",
+                    evidence={**evidence, "state_on_host": on_host},
+                )
             )
-            for a in attempts
-        ]
+        return observations
 
     def stop(self, attempt: AttemptRef) -> None:
         """The last resort when the agent did not stop the program: kill its process group (the supervisor

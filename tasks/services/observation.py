@@ -61,13 +61,19 @@ def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observat
     """For Runner backends the Runner's reports are the truth; the cloud's view only covers a Runner gone silent.
 
     1. A stop the Runner did not carry out within the stop window, or one no Runner is there to
-       carry out (its execution is gone): the backend kills what is left, and the next pass ends it.
+       carry out (its execution is gone, and no restarted Runner could report it): the backend kills what
+       is left, and the next pass ends it.
     2. Silence past the heartbeat deadline (a dead, hung or cut-off Runner): UNKNOWN, never a re-run.
     3. A Runner process that died on a host we control: start a new one, which re-attaches to the
        program or reports it lost.
     """
     now = timezone.now()
-    nobody_to_stop = observation.phase == "gone" and attempt.stop_requested_at and not attempt.stop_escalated_at
+    # A host agent between two runs (a restart): the program runs on and its output waits on the host. The
+    # agent started again below carries out the stop and reports the last bytes; the stop window still bounds it.
+    reportable = observation.evidence.get("state_on_host", False)
+    nobody_to_stop = (
+        observation.phase == "gone" and attempt.stop_requested_at and not attempt.stop_escalated_at and not reportable
+    )
     if nobody_to_stop or _stop_window_passed(attempt, now):
         return _escalate_stop(backend, attempt, now)
     if observation.phase == "gone" and attempt.stop_requested_at and attempt.stop_escalated_at:
