@@ -38,7 +38,7 @@ class SuggestionSerializer(serializers.Serializer):
 
 
 class AttemptSerializer(serializers.ModelSerializer):
-    """An attempt as tasks.compare.attempts_annotated leaves it (with phases, failure class and suggestion)."""
+    """One execution of a task, with its phases, failure class and retry suggestion."""
 
     stop_reason = serializers.ChoiceField(
         choices=StopReason.choices, allow_blank=True, read_only=True, help_text="Empty while nobody asked to stop."
