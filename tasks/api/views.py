@@ -146,7 +146,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     def retry(self, request: Request, pk: str) -> Response:
         """Run a finished or UNKNOWN task again as a new attempt; `changes` change its spec first."""
         task = self.get_object()
-        body = RetryInputSerializer(data=request.data if isinstance(request.data, dict) else {})
+        body = RetryInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         task = services.task_retry(task_id=task.pk, user=request.user, changes=body.validated_data.get("changes"))
         return Response(

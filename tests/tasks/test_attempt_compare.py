@@ -168,8 +168,10 @@ def test_a_change_is_refused_like_a_retry_before_it_is_checked(world, api):
     assert rita.status_code == 403
 
 
-def test_a_retry_without_a_body_still_works(world, api):
+def test_a_retry_without_a_body_still_works_and_a_body_not_an_object_is_refused(world, api):
     task = finished(world.bob, exit_code=1)
+    refused = api("bob").post(f"/api/v1/tasks/{task.pk}/retry", [1, 2], format="json")
+    assert refused.status_code == 400
     answer = api("bob").post(f"/api/v1/tasks/{task.pk}/retry")
     assert answer.status_code == 202
     assert answer.json()["state"] == "PENDING"
@@ -218,3 +220,22 @@ def test_percentiles_over_several_attempts():
     assert _percentile(values, 50) == 50.0
     assert _percentile(values, 95) == 95.0
     assert _percentile([1.0, 9.0], 95) == 9.0
+
+
+# ---------------------------------------------------------------------------- pages
+def test_the_pages_offer_the_change_to_whoever_may_retry_and_refuse_a_bad_value_on_the_page(world, pages):
+    task = timed_out(world.bob)
+    detail = pages("bob").get(f"/tasks/{task.pk}/").content.decode()
+    assert 'id="retry-suggestion"' in detail and 'value="10"' in detail
+    assert 'id="retry-suggestion"' not in pages("rita").get(f"/tasks/{task.pk}/").content.decode()
+    assert pages("charlie").get(f"/tasks/{task.pk}/compare/").status_code == 404
+    assert pages("bob").get(f"/tasks/{task.pk}/compare/?b=3").status_code == 404
+
+    answer = pages("bob").post(f"/tasks/{task.pk}/retry/", {"field": "timeout_seconds", "value": "-3"}, follow=True)
+    assert "timeout_seconds" in answer.content.decode() and "invalid" in answer.content.decode()
+    task.refresh_from_db()
+    assert task.state == "TIMED_OUT" and task.timeout_seconds == 5
+    pages("bob").post(f"/tasks/{task.pk}/retry/", {"field": "timeout_seconds", "value": "10"})
+    task.refresh_from_db()
+    assert task.state == "PENDING" and task.timeout_seconds == 10
+    assert pages("rita").get(f"/tasks/{task.pk}/compare/").status_code == 200
