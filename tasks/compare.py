@@ -12,6 +12,7 @@ from cloudpivot.exceptions import NotFound
 from tasks.choices import TERMINAL, TaskState
 from tasks.models import Attempt, Task
 from tasks.phases import attempts_with_phases
+from tasks.services.attempts import MAX_ATTEMPTS
 from tasks.services.logs import log_read
 from tasks.services.spec_changes import spec_differences, specs_by_attempt
 from tasks.services.suggestions import FAILURE_CLASSES, failure_class, suggestion_for
@@ -52,7 +53,8 @@ def attempts_compare(task: Task, a: int | None = None, b: int | None = None) -> 
     """The two attempts (numbers a and b; by default the last two) and what differs between them."""
     default_a, default_b = default_pair(task)
     a, b = a or default_a, b or default_b
-    found = {attempt.number: attempt for attempt in task.attempts.filter(number__in={a, b})}
+    numbers = {n for n in (a, b) if 0 < n <= MAX_ATTEMPTS}  # no query with a number no column can hold
+    found = {attempt.number: attempt for attempt in task.attempts.filter(number__in=numbers)}
     for name, number in (("a", a), ("b", b)):
         if number not in found:
             raise NotFound(

@@ -32,6 +32,7 @@ from tasks.api.serializers import (
 from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
 from tasks.filtersets import TaskFilterSet
 from tasks.models import LogStream, Task
+from tasks.services.attempts import MAX_ATTEMPTS
 from tasks.specs import TaskSpecSerializer
 
 
@@ -48,8 +49,12 @@ class LogsQuerySerializer(serializers.Serializer):
 
 
 class CompareQuerySerializer(serializers.Serializer):
-    a = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number (default: the one before b).")
-    b = serializers.IntegerField(min_value=1, required=False, help_text="Attempt number (default: the latest).")
+    a = serializers.IntegerField(
+        min_value=1, max_value=MAX_ATTEMPTS, required=False, help_text="Attempt number (default: the one before b)."
+    )
+    b = serializers.IntegerField(
+        min_value=1, max_value=MAX_ATTEMPTS, required=False, help_text="Attempt number (default: the latest)."
+    )
 
 
 def query(serializer_class, request: Request) -> dict:

@@ -179,6 +179,8 @@ def test_a_retry_without_a_body_still_works_and_a_body_not_an_object_is_refused(
 
 def test_compare_names_a_missing_attempt(world, api):
     task = finished(world.bob, exit_code=1)
+    huge = api("bob").get(f"/api/v1/tasks/{task.pk}/attempts/compare?a=9223372036854775808")
+    assert huge.status_code == 400 and huge.json()["errors"][0]["field"] == "a"
     answer = api("bob").get(f"/api/v1/tasks/{task.pk}/attempts/compare?a=1&b=7")
     assert answer.status_code == 404
     assert answer.json()["errors"][0]["field"] == "b"
@@ -230,6 +232,7 @@ def test_the_pages_offer_the_change_to_whoever_may_retry_and_refuse_a_bad_value_
     assert 'id="retry-suggestion"' not in pages("rita").get(f"/tasks/{task.pk}/").content.decode()
     assert pages("charlie").get(f"/tasks/{task.pk}/compare/").status_code == 404
     assert pages("bob").get(f"/tasks/{task.pk}/compare/?b=3").status_code == 404
+    assert pages("bob").get(f"/tasks/{task.pk}/compare/?a=9223372036854775808").status_code == 404
 
     answer = pages("bob").post(f"/tasks/{task.pk}/retry/", {"field": "timeout_seconds", "value": "-3"}, follow=True)
     assert "timeout_seconds" in answer.content.decode() and "invalid" in answer.content.decode()
