@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tasks', '0007_project_state_index'),
+        ("tasks", "0007_project_state_index"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='attempt',
-            name='booted_at',
+            model_name="attempt",
+            name="booted_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]
