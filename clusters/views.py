@@ -18,6 +18,8 @@ from clusters.metrics.series import cloud_charts
 from clusters.metrics.visibility import inventory_visible, sees_whole_cloud
 from clusters.selectors import connections_visible_to
 from tasks.choices import STATE_BADGE, TaskState
+from tasks.models import Attempt
+from tasks.phases import phase_stats
 from tasks.portal import connections_with_load
 from tasks.selectors import tasks_visible_to
 
@@ -48,6 +50,7 @@ def cloud_detail(request: HttpRequest, cloud_id: str) -> HttpResponse:
         "charts": cloud_charts(connection=cloud, with_nodes=sees_whole_cloud(request.user)),
         "has_inventory": bool(inventory_kinds(cloud)),
         "next_check": next_scheduled_check(),
+        "phase_stats": phase_stats(Attempt.objects.filter(task__in=visible)),
     }
     return render(request, "clusters/cloud_detail.html", context)
 

@@ -110,6 +110,8 @@ class Attempt(BaseModel):
     # Where start-up time went: one timestamp per phase.
     admitted_at = models.DateTimeField(null=True, blank=True)
     cloud_created_at = models.DateTimeField(null=True, blank=True)
+    # Pod scheduled on a node (Kubernetes) or server ACTIVE (OpenStack), from the cloud's observation.
+    booted_at = models.DateTimeField(null=True, blank=True)
     runner_contact_at = models.DateTimeField(null=True, blank=True)
     program_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -6,6 +6,7 @@ call one service each. htmx requests for the list and the detail panels get frag
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Any
 
@@ -23,6 +24,7 @@ from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
 from tasks import portal, selectors, services
 from tasks.choices import TaskState
+from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
 from tasks.filtersets import TaskFilterSet
 from tasks.forms import TaskDocumentForm, TaskSubmitForm, example_document, initial_from_task, new_idempotency_key
 from tasks.models import Task
@@ -81,10 +83,12 @@ def task_list(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_context(request: HttpRequest, task: Task) -> dict[str, Any]:
+    attempts = attempts_annotated(task, list(task.attempts.order_by("-number")))
     return {
         "task": task,
         "perms": portal.task_permissions(user=request.user, task=task),
-        "attempts": list(task.attempts.order_by("-number")),
+        "attempts": attempts,
+        "suggestion": task_suggestion(task, attempts),
         "queue_position": selectors.task_queue_position(task=task),
     }
 
@@ -117,13 +121,30 @@ def _act(request: HttpRequest, task_id: Any, action: str) -> HttpResponse:
             services.task_cancel(task_id=task.pk, user=request.user)
             messages.success(request, "Cancel requested.")
         else:
-            services.task_retry(task_id=task.pk, user=request.user)
-            messages.success(request, "Retry requested: the task runs again as a new attempt.")
+            changes = _retry_changes(request)
+            services.task_retry(task_id=task.pk, user=request.user, changes=changes)
+            if changes:
+                words = ", ".join(f"{field} = {value}" for field, value in changes.items())
+                messages.success(request, f"Retry requested with {words}: the task runs again as a new attempt.")
+            else:
+                messages.success(request, "Retry requested: the task runs again as a new attempt.")
     except PermissionDenied as exc:
         raise DjangoPermissionDenied(exc.message) from None
-    except Conflict as exc:
+    except (Conflict, InvalidSpec) as exc:
         messages.error(request, exc.message)
     return redirect("tasks:task_detail", task_id=task.pk)
+
+
+def _retry_changes(request: HttpRequest) -> dict[str, Any] | None:
+    """The suggestion form's change (`field`, `value`), the value read as JSON where it is (512 → a number)."""
+    field = request.POST.get("field", "").strip()
+    if not field:
+        return None
+    value = request.POST.get("value", "").strip()
+    try:
+        return {field: json.loads(value)}
+    except ValueError:
+        return {field: value}
 
 
 @login_required
@@ -136,6 +157,25 @@ def task_cancel(request: HttpRequest, task_id: Any) -> HttpResponse:
 @require_POST
 def task_retry(request: HttpRequest, task_id: Any) -> HttpResponse:
     return _act(request, task_id, "retry")
+
+
+@login_required
+@require_GET
+def task_compare(request: HttpRequest, task_id: Any) -> HttpResponse:
+    """Two attempts side by side (?a=&b=, by default the last two), with the suggestion to retry with."""
+    task = _task_or_404(request, task_id)
+    try:
+        comparison = attempts_compare(task, _int_param(request, "a"), _int_param(request, "b"))
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+    context = {
+        "task": task,
+        "perms": portal.task_permissions(user=request.user, task=task),
+        "compare": comparison,
+        "numbers": range(1, task.attempts_count + 1),
+        "suggestion": comparison["b"]["suggestion"] if comparison["b"]["number"] == task.attempts_count else None,
+    }
+    return render(request, "tasks/attempt_compare.html", context)
 
 
 def _int_param(request: HttpRequest, name: str, default: int | None = None) -> int | None:

@@ -9,13 +9,43 @@ from rest_framework import serializers
 
 from tasks.choices import StopReason
 from tasks.models import Attempt, Task, TaskEvent
+from tasks.phases import MARKS
 from tasks.selectors import task_queue_position
+from tasks.services.suggestions import FAILURE_CLASSES
+
+
+class PhaseSerializer(serializers.Serializer):
+    """One phase of an attempt's start-up and run (tasks/phases.py): from `at` for `seconds`."""
+
+    phase = serializers.ChoiceField(choices=[key for key, _label, _field in MARKS])
+    label = serializers.CharField()
+    at = serializers.DateTimeField()
+    seconds = serializers.FloatField(help_text="Until the next phase began (until now while it lasts).")
+    percent = serializers.FloatField(help_text="Share of the attempt's whole time, for a timeline bar.")
+    offset = serializers.FloatField(help_text="Sum of the percents of the phases before it.")
+
+
+class SuggestionSerializer(serializers.Serializer):
+    """What to retry a failed attempt with (tasks/services/suggestions.py)."""
+
+    failure_class = serializers.ChoiceField(choices=list(FAILURE_CLASSES))
+    field = serializers.CharField(
+        allow_null=True, help_text="Dotted spec field to change; null when no spec change helps (read `why`)."
+    )
+    current = serializers.JSONField(allow_null=True)
+    suggested = serializers.JSONField(allow_null=True, help_text="Pass as changes: {field: suggested} to retry.")
+    why = serializers.CharField()
 
 
 class AttemptSerializer(serializers.ModelSerializer):
+    """One execution of a task, with its phases, failure class and retry suggestion."""
+
     stop_reason = serializers.ChoiceField(
         choices=StopReason.choices, allow_blank=True, read_only=True, help_text="Empty while nobody asked to stop."
     )
+    failure_class = serializers.CharField(read_only=True, help_text="Empty for an attempt that did not fail.")
+    phases = PhaseSerializer(many=True, read_only=True)
+    suggestion = SuggestionSerializer(read_only=True, allow_null=True)
 
     class Meta:
         model = Attempt
@@ -34,12 +64,16 @@ class AttemptSerializer(serializers.ModelSerializer):
             "last_heartbeat_at",
             "admitted_at",
             "cloud_created_at",
+            "booted_at",
             "runner_contact_at",
             "program_started_at",
             "finished_at",
             "log_bytes",
             "log_dropped_bytes",
             "usage",
+            "failure_class",
+            "phases",
+            "suggestion",
         ]
         read_only_fields = fields
 
@@ -177,6 +211,48 @@ class TaskAttemptsSerializer(serializers.Serializer):
     """Every execution of a task (documents GET /tasks/{id}/attempts)."""
 
     attempts = AttemptSerializer(many=True)
+    suggestion = SuggestionSerializer(
+        allow_null=True, help_text="The latest attempt's suggestion while the task may be retried, else null."
+    )
+
+
+class AttemptSideSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    external_name = serializers.CharField()
+    state = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    exit_signal = serializers.IntegerField(allow_null=True)
+    failure_class = serializers.CharField()
+    failure_reason = serializers.CharField(allow_blank=True)
+    phases = PhaseSerializer(many=True)
+    last_log_lines = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    spec = serializers.JSONField(help_text="The spec this attempt ran.")
+    suggestion = SuggestionSerializer(allow_null=True)
+
+
+class SpecDifferenceSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    a = serializers.JSONField(allow_null=True)
+    b = serializers.JSONField(allow_null=True)
+
+
+class AttemptCompareSerializer(serializers.Serializer):
+    """Two attempts side by side (documents GET /tasks/{id}/attempts/compare)."""
+
+    a = AttemptSideSerializer()
+    b = AttemptSideSerializer()
+    spec_differences = SpecDifferenceSerializer(many=True)
+
+
+class RetryInputSerializer(serializers.Serializer):
+    """The optional body of POST /tasks/{id}/retry."""
+
+    changes = serializers.DictField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text='Spec fields to change for the new attempt, by dotted path, e.g. {"resources.memory_mb": 512}; '
+        "checked as a submission is (400 names the field).",
+    )
 
 
 def _datetime(value: datetime | None, zone: tzinfo) -> str | None:

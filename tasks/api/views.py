@@ -18,7 +18,9 @@ from cloudpivot.pagination import NewestFirst
 from cloudpivot.parsers import BoundedJSONParser, YAMLParser
 from tasks import selectors, services
 from tasks.api.serializers import (
+    AttemptCompareSerializer,
     AttemptSerializer,
+    RetryInputSerializer,
     TaskAttemptsSerializer,
     TaskEventPageSerializer,
     TaskEventSerializer,
@@ -27,8 +29,10 @@ from tasks.api.serializers import (
     TaskSerializer,
     task_representation,
 )
+from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
 from tasks.filtersets import TaskFilterSet
 from tasks.models import LogStream, Task
+from tasks.services.attempts import MAX_ATTEMPTS
 from tasks.specs import TaskSpecSerializer
 
 
@@ -42,6 +46,15 @@ class LogsQuerySerializer(serializers.Serializer):
     stream = serializers.ChoiceField(choices=LogStream.choices, required=False, allow_null=True, default=None)
     attempt = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     limit = serializers.IntegerField(min_value=1, max_value=4 * 1024 * 1024, required=False, default=1024 * 1024)
+
+
+class CompareQuerySerializer(serializers.Serializer):
+    a = serializers.IntegerField(
+        min_value=1, max_value=MAX_ATTEMPTS, required=False, help_text="Attempt number (default: the one before b)."
+    )
+    b = serializers.IntegerField(
+        min_value=1, max_value=MAX_ATTEMPTS, required=False, help_text="Attempt number (default: the latest)."
+    )
 
 
 def query(serializer_class, request: Request) -> dict:
@@ -133,11 +146,14 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             status=status.HTTP_202_ACCEPTED,
         )
 
-    @extend_schema(request=None, responses={202: TaskSerializer})
+    @extend_schema(request=RetryInputSerializer, responses={202: TaskSerializer})
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str) -> Response:
+        """Run a finished or UNKNOWN task again as a new attempt; `changes` change its spec first."""
         task = self.get_object()
-        task = services.task_retry(task_id=task.pk, user=request.user)
+        body = RetryInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        task = services.task_retry(task_id=task.pk, user=request.user, changes=body.validated_data.get("changes"))
         return Response(
             self.get_serializer(selectors.task_get_for_user(user=request.user, task_id=task.pk)).data,
             status=status.HTTP_202_ACCEPTED,
@@ -178,5 +194,20 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(responses={200: TaskAttemptsSerializer})
     @action(detail=True, methods=["get"])
     def attempts(self, request: Request, pk: str) -> Response:
+        """Every attempt with its phases, failure class and retry suggestion."""
         task = self.get_object()
-        return Response({"attempts": AttemptSerializer(task.attempts.order_by("number"), many=True).data})
+        attempts = attempts_annotated(task, list(task.attempts.order_by("number")))
+        return Response(
+            {
+                "attempts": AttemptSerializer(attempts, many=True).data,
+                "suggestion": task_suggestion(task, attempts),
+            }
+        )
+
+    @extend_schema(parameters=[CompareQuerySerializer], responses={200: AttemptCompareSerializer})
+    @action(detail=True, methods=["get"], url_path="attempts/compare")
+    def compare(self, request: Request, pk: str) -> Response:
+        """Two attempts side by side (default: the last two): spec differences, exit, phases, last log lines."""
+        task = self.get_object()
+        params = query(CompareQuerySerializer, request)
+        return Response(AttemptCompareSerializer(attempts_compare(task, params.get("a"), params.get("b"))).data)

@@ -23,6 +23,7 @@ from tasks.models import Task
 from tasks.selectors import task_check_can_act
 from tasks.services.attempts import attempt_request_stop, attempt_stop_unstarted, current_attempt
 from tasks.services.lifecycle import event_append, task_lock, task_transition
+from tasks.services.spec_changes import spec_apply_changes
 
 
 def task_cancel(*, task_id: Any, user: AbstractBaseUser) -> Task:
@@ -73,18 +74,25 @@ def tasks_stop_for_withdrawn_grant(*, connection_id: Any, project_id: Any) -> in
     return stopped
 
 
-def task_retry(*, task_id: Any, user: AbstractBaseUser) -> Task:
-    """An explicit retry: a finished or UNKNOWN task runs again as a new Attempt, with a fresh retry budget."""
+def task_retry(*, task_id: Any, user: AbstractBaseUser, changes: dict[str, Any] | None = None) -> Task:
+    """An explicit retry: a finished or UNKNOWN task runs again as a new Attempt, with a fresh retry budget.
+
+    `changes` (field path → value, e.g. the suggestion for its failure) change the spec the new attempt
+    runs; they are checked as a submission is, and recorded as a `spec_changed` event.
+    """
+    new_spec, differences = None, []
+    if changes is not None:
+        task = Task.objects.select_related("connection", "project").get(pk=task_id)
+        _retry_allowed(task, user)  # who may and when first: a refusal should not depend on the changes
+        new_spec, differences = spec_apply_changes(task=task, changes=changes)
+        expected = task.normalized
     with transaction.atomic():
         task = task_lock(task_id)
-        task_check_can_act(user=user, task=task)
-        if not connection_granted(connection_id=task.connection_id, project_id=task.project_id):
-            words = grant_withdrawn_words(cloud_id=task.connection.cloud_id, project_slug=task.project.slug)
-            raise PermissionDenied(f"{words}; the task cannot run there again", code="cloud_not_granted")
-        if task.state not in TERMINAL | {TaskState.UNKNOWN}:
-            raise Conflict(
-                f"only a finished or UNKNOWN task can be retried; this one is {task.state}", code="task_not_finished"
-            )
+        _retry_allowed(task, user)
+        if new_spec is not None:
+            if task.normalized != expected:
+                raise Conflict("the task's spec changed meanwhile; look at it again", code="spec_changed")
+            _spec_change(task, new_spec, differences, user)
         if task.state == TaskState.UNKNOWN:
             attempt = current_attempt(task)
             if attempt and not attempt.is_closed:
@@ -109,6 +117,32 @@ def task_retry(*, task_id: Any, user: AbstractBaseUser) -> Task:
             task_transition(task=task, to=TaskState.PENDING, reason=f"retry requested by {user}")
             transaction.on_commit(dispatch.enqueue_admission)
     return task
+
+
+def _retry_allowed(task: Task, user: AbstractBaseUser) -> None:
+    task_check_can_act(user=user, task=task)
+    if not connection_granted(connection_id=task.connection_id, project_id=task.project_id):
+        words = grant_withdrawn_words(cloud_id=task.connection.cloud_id, project_slug=task.project.slug)
+        raise PermissionDenied(f"{words}; the task cannot run there again", code="cloud_not_granted")
+    if task.state not in TERMINAL | {TaskState.UNKNOWN}:
+        raise Conflict(
+            f"only a finished or UNKNOWN task can be retried; this one is {task.state}", code="task_not_finished"
+        )
+
+
+def _spec_change(task: Task, spec: dict[str, Any], differences: list[dict[str, Any]], user: AbstractBaseUser) -> None:
+    """The locked task runs `spec` from its next attempt on; the event keeps what it was (specs_by_attempt)."""
+    fields = {"normalized": spec, "timeout_seconds": spec["timeout_seconds"], "retry_limit": spec["retry_limit"]}
+    Task.objects.filter(pk=task.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(task, name, value)
+    words = ", ".join(f"{d['field']} {d['from']} → {d['to']}" for d in differences) or "nothing"
+    event_append(
+        task=task,
+        type="spec_changed",
+        message=f"retry with changes by {user}: {words}",
+        data={"attempt": task.attempts_count + 1, "changes": differences, "by": user.get_username()},
+    )
 
 
 def task_change_owner(*, task_id: Any, new_owner: AbstractBaseUser, actor: AbstractBaseUser) -> Task:

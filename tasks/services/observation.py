@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from clusters.backends import get_backend
 from clusters.backends.base import BackendError, Observation
@@ -50,11 +51,27 @@ def connection_observe(connection: CloudConnection, attempts: list[Attempt]) -> 
     return sum(
         isolated(
             f"acting on {attempt}",
-            lambda attempt=attempt, observation=observation: act(backend, attempt, observation),
+            lambda attempt=attempt, observation=observation: (
+                _note_booted(attempt, observation) + act(backend, attempt, observation)
+            ),
             task_ids=[attempt.task_id],
         )
         for attempt, observation in zip(attempts, observations, strict=True)
     )
+
+
+def _note_booted(attempt: Attempt, observation: Observation) -> int:
+    """Record once when the cloud placed the execution (pod scheduled, server ACTIVE): a phase of the attempt's
+    start-up (docs/portal.md, "Where the start-up time went"). Write-once, so no lock is needed."""
+    if attempt.booted_at is not None:
+        return 0
+    text = observation.evidence.get("scheduled_at") or observation.evidence.get("active_since")
+    when = parse_datetime(str(text)) if text else None
+    if when is None:
+        return 0
+    attempt.booted_at = when
+    Attempt.objects.filter(pk=attempt.pk, booted_at__isnull=True).update(booted_at=when)
+    return 0
 
 
 def _act_on_runner_attempt(backend: Any, attempt: Attempt, observation: Observation) -> int:
@@ -298,6 +315,7 @@ def _finish(
             attempt.exit_code = observation.exit_code
             if observation.timed_out:
                 outcome = TaskState.TIMED_OUT
+                attempt.failure_reason = why  # the cloud's deadline, in words (for the retry suggestion)
             elif observation.phase == "succeeded":
                 outcome = TaskState.SUCCEEDED
             else:

@@ -10,6 +10,7 @@ from django import template
 from django.http import QueryDict
 
 from tasks.choices import STATE_BADGE, TaskState
+from tasks.services.suggestions import FAILURE_CLASSES
 
 register = template.Library()
 
@@ -42,7 +43,14 @@ def seconds_between(start: dt.datetime | None, end: dt.datetime | None) -> str:
     """ "1.4 s" between two timestamps, or "" when one is missing."""
     if not start or not end:
         return ""
-    seconds = (end - start).total_seconds()
+    return duration((end - start).total_seconds())
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """ "1.4 s", "3 min 5 s", "2 h 10 min" for a number of seconds ("" for None)."""
+    if seconds is None:
+        return ""
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, seconds = divmod(int(seconds), 60)
@@ -104,3 +112,9 @@ def task_title(task: Any, length: int = 60) -> str:
         command = (task.normalized or {}).get("command") or []
         title = " ".join(str(arg) for arg in command) or task.short_id
     return title if len(title) <= int(length) else title[: int(length) - 1] + "…"
+
+
+@register.filter
+def failure_words(failure_class: str) -> str:
+    """The failure class in words (tasks/services/suggestions.py)."""
+    return FAILURE_CLASSES.get(failure_class, failure_class)

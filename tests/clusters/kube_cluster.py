@@ -130,7 +130,7 @@ class KubeCluster:
             job,
             {
                 "phase": "Pending",
-                "conditions": [{"type": "PodScheduled", "status": "True"}],
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now_text()}],
                 "containerStatuses": [container_status(waiting=("ContainerCreating", ""))],
             },
         )

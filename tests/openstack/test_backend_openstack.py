@@ -15,6 +15,7 @@ from django.core.management import CommandError, call_command
 
 from clusters.backends import get_backend
 from clusters.backends.openstack import installation_tag, runner_never_reported
+from tasks.compare import attempts_annotated
 from tasks.models import Task
 from tasks.services import reconcile_pass
 from tasks.services.actions import task_cancel
@@ -156,6 +157,9 @@ def test_a_server_in_error_before_the_runner_spoke_fails_the_task_with_novas_fau
     # The program never ran (no Runner contact): FAILED at once, not after the heartbeat deadline.
     assert task.state == "FAILED" and "No valid host was found" in task.state_reason
     assert task.attempts_count == 1
+    # The retry suggestion names the class; the flavor is the connection's, so it advises instead of changing.
+    (attempt,) = attempts_annotated(task, list(task.attempts.all()))
+    assert attempt.suggestion["failure_class"] == "no_valid_host" and attempt.suggestion["field"] is None
 
 
 def test_a_runner_that_never_calls_fails_the_task_with_the_console_tail(os_live, settings):

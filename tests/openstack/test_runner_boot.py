@@ -27,6 +27,7 @@ def test_an_active_server_whose_runner_has_not_called_yet_stays_starting_until_t
         time.sleep(0.3)
     task.refresh_from_db()
     assert task.state == "STARTING", task.state_reason
+    assert task.attempts.get().booted_at is not None  # server ACTIVE: the attempt's "booted" phase
     assert task.state_reason == "waiting for the Runner (booting; up to 300 s)"
     waits = task.events.filter(type="observed", message__startswith="waiting for the Runner")
     assert waits.count() == 1  # said once, not every pass

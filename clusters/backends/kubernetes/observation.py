@@ -63,6 +63,9 @@ def observe_attempt(
     evidence: dict[str, Any] = {"job": name}
     if pod is not None:
         evidence |= {"pod": pod["metadata"]["name"], "node": (pod.get("spec") or {}).get("nodeName")}
+        scheduled_at = _scheduled_at(pod, now)
+        if scheduled_at:
+            evidence["scheduled_at"] = scheduled_at
     terminated = _container_state(pod, "terminated") if pod else None
     exit_code = terminated.get("exitCode") if terminated else None
     if failed and failed.get("reason") == "DeadlineExceeded":
@@ -177,6 +180,15 @@ def _pod_observation(
             )
     what = f" ({reason})" if reason else ""
     return Observation(name, exists=True, phase="pending", reason=f"the pod is starting{what}", evidence=evidence)
+
+
+def _scheduled_at(pod: dict[str, Any], now: dt.datetime) -> str:
+    """When the scheduler placed the pod (PodScheduled True), for the attempt's phase list; the time of this
+    observation when the condition carries no lastTransitionTime."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and str(condition.get("status")) == "True":
+            return condition.get("lastTransitionTime") or now.isoformat()
+    return ""
 
 
 def container_status(pod: dict[str, Any]) -> dict[str, Any]:
