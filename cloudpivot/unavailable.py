@@ -7,6 +7,11 @@ needs no database, and both say when to try again. Runners and host agents alrea
 The middleware stands first in every stack (settings), so it also sees what happens after the view: when
 the view failed on the database and an outer layer then failed on it too (the audit reading a lazy user),
 the request still ends in 503.
+
+Websockets have no status to answer with once the handshake has begun: `DatabaseUnavailableWebsocket`, the
+outermost layer of the websocket stack (cloudpivot/asgi.py), accepts a connection whose handshake failed on
+the database (the session, the user, the task read in `connect`) and closes it at once with 1013 "Try Again
+Later", so that the page reconnects from its positions instead of the server logging a 500 rejection.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from cloudpivot.api import error_body
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
+CLOSE_TRY_AGAIN_LATER = 1013  # RFC 6455 registry: "the service is experiencing overload/restart"
 JSON_PREFIXES = ("/api/", "/runner/")
 MESSAGE = "the database is not reachable at the moment; nothing was changed, try again shortly"
 # PostgreSQL SQLSTATE classes of an unreachable or refusing server: 08 connection exception, 53 insufficient
@@ -87,3 +93,31 @@ class DatabaseUnavailableMiddleware:
         setattr(request, _MARK, True)
         logger.warning("database unavailable, answered 503: %s %s (%s)", request.method, request.path, exception)
         return unavailable_response(request)
+
+
+class DatabaseUnavailableWebsocket:
+    """ASGI wrapper of the websocket stack: a database that cannot be reached closes with 1013, never a 500."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send) -> None:
+        accepted = closed = False
+
+        async def watched_send(message: dict) -> None:
+            nonlocal accepted, closed
+            accepted = accepted or message["type"] == "websocket.accept"
+            closed = closed or message["type"] == "websocket.close"
+            await send(message)
+
+        try:
+            await self.inner(scope, receive, watched_send)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            logger.warning("database unavailable, websocket closed 1013: %s (%s)", scope.get("path"), exc)
+            if closed:
+                return
+            if not accepted:
+                await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
