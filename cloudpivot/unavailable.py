@@ -10,7 +10,8 @@ the request still ends in 503.
 
 Websockets have no status to answer with once the handshake has begun: `DatabaseUnavailableWebsocket`, the
 outermost layer of the websocket stack (cloudpivot/asgi.py), accepts a connection whose handshake failed on
-the database (the session, the user, the task read in `connect`) and closes it at once with 1013 "Try Again
+the database (the session, the user, the task read in `connect`) or on the channel layer (Redis stopped:
+joining the task's group, or the layer's receive under an open socket) and closes it with 1013 "Try Again
 Later", so that the page reconnects from its positions instead of the server logging a 500 rejection.
 """
 
@@ -95,8 +96,16 @@ class DatabaseUnavailableMiddleware:
         return unavailable_response(request)
 
 
+def websocket_dependency_unavailable(exc: BaseException) -> bool:
+    """The database, or the channel layer's Redis, cannot be reached now."""
+    import redis.exceptions
+
+    return is_unavailable(exc) or isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
+
+
 class DatabaseUnavailableWebsocket:
-    """ASGI wrapper of the websocket stack: a database that cannot be reached closes with 1013, never a 500."""
+    """ASGI wrapper of the websocket stack: a database or Redis that cannot be reached closes with 1013, never
+    a 500."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -113,9 +122,9 @@ class DatabaseUnavailableWebsocket:
         try:
             await self.inner(scope, receive, watched_send)
         except Exception as exc:
-            if not is_unavailable(exc):
+            if not websocket_dependency_unavailable(exc):
                 raise
-            logger.warning("database unavailable, websocket closed 1013: %s (%s)", scope.get("path"), exc)
+            logger.warning("dependency unavailable, websocket closed 1013: %s (%s)", scope.get("path"), exc)
             if closed:
                 return
             if not accepted:

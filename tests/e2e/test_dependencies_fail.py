@@ -208,3 +208,68 @@ def fill(directory: os.PathLike) -> os.PathLike:
         except OSError:
             pass
     return filler
+
+
+def waiter(tag: str, before: int, release: os.PathLike, after: int) -> list[str]:
+    """Prints `before` lines, waits for the file `release` to exist, prints `after` lines and exits 0."""
+    code = (
+        "import os, time\n"
+        f"for i in range({before}):\n"
+        f"    print('{tag} %05d {LINE_PAD}' % i, flush=True)\n"
+        f"while not os.path.exists({str(release)!r}):\n"
+        "    time.sleep(0.05)\n"
+        f"for i in range({before}, {before + after}):\n"
+        f"    print('{tag} %05d {LINE_PAD}' % i, flush=True)\n"
+    )
+    return ["python3", "-c", code]
+
+
+def test_disk_holding_var_full(small_disk, tmp_path):
+    """var/ (the SQLite database, the runs directory with the host agent's outbox and the programs' output) on
+    a small file system of the test's own, filled to ENOSPC while two tasks run.
+
+    While it is full: a submission is refused with 503 and a message (never a 500, never accepted and lost);
+    reading still works; a program that ends then (`early`) has its end held by its supervisor and the agent
+    (the server cannot record it), and the task stays RUNNING. Programs do not print while the disk is full:
+    their own output files are on it, so their writes would fail in the program, which no server can repair.
+    Once the space is freed: `early` SUCCEEDS, `late` prints the rest of its lines and SUCCEEDS, both logs
+    byte-complete, and a new task runs."""
+    installation = Installation(tmp_path, database_url=f"sqlite:///{small_disk}/cloudpivot.sqlite3", var_dir=small_disk)
+    installation.set_up()
+    installation.start()
+    early_release, late_release = tmp_path / "release-early", tmp_path / "release-late"
+    ids = {
+        "early": installation.submit(waiter("early", 100, early_release, 0), "early"),
+        "late": installation.submit(waiter("late", 100, late_release, 100), "late"),
+    }
+    try:
+        helpers.wait_for(
+            lambda: all(installation.log(ids[name]) == printed(name, 100) for name in ids),
+            timeout=60,
+            interval=0.3,
+            what="both tasks to have printed their first lines",
+        )
+        filler = fill(small_disk)
+        status, headers, body = installation.call("/api/v1/tasks", {"cloud": "local", "command": ["true"]})
+        assert status in (503, 507), (status, body[:500])
+        assert json.loads(body)["message"] and headers["Retry-After"].isdigit()
+        assert installation.call("/api/v1/tasks")[0] == 200  # reading needs no room
+        early_release.touch()
+        time.sleep(5)  # the program ends; its end cannot be written on the server's side
+        assert task_state(installation, ids["early"]) == "RUNNING"
+        assert installation.call("/api/v1/tasks")[0] == 200
+        os.remove(filler)
+        late_release.touch()
+        helpers.wait_for(
+            lambda: all(task_state(installation, ids[name]) == "SUCCEEDED" for name in ids),
+            timeout=90,
+            interval=0.5,
+            what=lambda: "both tasks SUCCEEDED: " + str({name: task_state(installation, ids[name]) for name in ids}),
+        )
+        assert installation.log(ids["early"]) == printed("early", 100)
+        assert installation.log(ids["late"]) == printed("late", 200)
+        after = installation.submit(printer("after", 3, 0), "after")
+        helpers.wait_for(lambda: task_state(installation, after) == "SUCCEEDED", timeout=60, what="a new task to run")
+    finally:
+        installation.stop()
+    assert installation.server_errors() == [], installation.server_errors()[:5]
