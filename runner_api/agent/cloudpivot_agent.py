@@ -25,11 +25,18 @@ import time
 
 try:  # run as a script (its sibling modules beside it) or imported as a package module
     import cloudpivot_runner as runner
-    from cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json
+    from cloudpivot_supervisor import NO_ROOM, crash_point, lock_held, read_json, supervise, write_json
     from cloudpivot_sync import VERSION, Connection, Failed, Refused
 except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent import cloudpivot_runner as runner
-    from runner_api.agent.cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json
+    from runner_api.agent.cloudpivot_supervisor import (
+        NO_ROOM,
+        crash_point,
+        lock_held,
+        read_json,
+        supervise,
+        write_json,
+    )
     from runner_api.agent.cloudpivot_sync import VERSION, Connection, Failed, Refused
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REFUSED, EXIT_LOCKED = 0, 1, 2, 3, 75
@@ -52,8 +59,11 @@ END_EVENTS = ("exited", "lost")
 
 
 def log(message: str) -> None:
-    sys.stderr.write("cloudpivot-agent: %s %s\n" % (runner.utc_stamp(), message))
-    sys.stderr.flush()
+    try:
+        sys.stderr.write("cloudpivot-agent: %s %s\n" % (runner.utc_stamp(), message))
+        sys.stderr.flush()
+    except OSError:  # agent.log on a full disk: the line is lost, the agent goes on
+        pass
 
 
 # --------------------------------------------------------------------------- one attempt, as the agent sees it
@@ -68,6 +78,7 @@ class Attempt:
         self.name = os.path.basename(directory)
         self.assignment = read_json(self.path("assignment.json")) or {}
         self.outbox = read_json(self.path("events.json")) or {"next_seq": 1, "keys": [], "pending": []}
+        self.unsaved = False  # the outbox changed in memory but the disk had no room for it yet
         self.acked = {stream: None for stream in STREAMS}  # the server's log offsets, once it said them
         self.state = "new"  # new → running → ended
         self.supervisor = None  # pid while the supervisor is this agent's own child
@@ -95,10 +106,19 @@ class Attempt:
         self.agent.mark_dirty()
 
     def save_outbox(self) -> None:
+        """On disk when there is room; on a full disk it is kept (and sent) from memory and saved on a later
+        tick, so the agent goes on serving every attempt instead of dying."""
         try:
             write_json(self.path("events.json"), self.outbox)
+            self.unsaved = False
         except FileNotFoundError:  # the server's cleanup removed a closed attempt's directory
             self.gone = True
+        except OSError as exc:
+            if exc.errno not in NO_ROOM:
+                raise
+            if not self.unsaved:
+                log("%s: no room to save the outbox (%s); kept in memory until there is" % (self.name, exc))
+            self.unsaved = True
 
     def acknowledge(self, answer: dict, offsets: bool = True) -> None:
         acked = int(answer.get("acked_seq") or 0)
@@ -196,6 +216,8 @@ class Attempt:
             self.stop_deadline = time.monotonic() + self.grace
 
     def tick(self, now: float) -> None:
+        if self.unsaved:
+            self.save_outbox()
         if self.state != "running":
             return
         if self.stop_deadline is not None and now >= self.stop_deadline and "SIGKILL" not in self.stop_signals:
@@ -486,8 +508,15 @@ class Agent:
             return
         final = os.path.join(self.runs_dir, name)
         tmp = os.path.join(self.runs_dir, ".claim-%s-%d" % (name, os.getpid()))
-        os.makedirs(tmp, mode=0o700, exist_ok=True)
-        write_json(os.path.join(tmp, "assignment.json"), assignment)
+        try:
+            os.makedirs(tmp, mode=0o700, exist_ok=True)
+            write_json(os.path.join(tmp, "assignment.json"), assignment)
+        except OSError as exc:
+            if exc.errno not in NO_ROOM:
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # not claimed: the server hands it out again on a later sync
+            log("%s: no room to claim it (%s); asked again later" % (name, exc))
+            return
         try:
             os.rename(tmp, final)
         except OSError:  # claimed before (by an earlier life of this agent): never a second start

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -187,26 +188,23 @@ def small_disk(tmp_path):
     try:
         yield mount_point
     finally:
+        shutil.copytree(mount_point / "runs", tmp_path / "runs-kept", dirs_exist_ok=True)  # for a failure's reader
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
-def fill(directory: os.PathLike) -> os.PathLike:
+def fill(directory: os.PathLike) -> str:
     """Write a file until the file system answers ENOSPC; returns it (remove it to free the space)."""
     filler = os.path.join(directory, "filler")
-    with open(filler, "wb") as out:
-        block = b"\0" * (1 << 20)
-        try:
-            while True:
-                out.write(block)
-                out.flush()
-        except OSError:
-            pass
-        try:
-            while True:
-                out.write(b"\0" * 4096)
-                out.flush()
-        except OSError:
-            pass
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 4096):
+            try:
+                while True:
+                    os.write(descriptor, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(descriptor)
     return filler
 
 
@@ -228,7 +226,8 @@ def test_disk_holding_var_full(small_disk, tmp_path):
     """var/ (the SQLite database, the runs directory with the host agent's outbox and the programs' output) on
     a small file system of the test's own, filled to ENOSPC while two tasks run.
 
-    While it is full: a submission is refused with 503 and a message (never a 500, never accepted and lost);
+    While it is full: a submission is refused with 507 `storage_full` and a message (never a 500, never
+    accepted and lost);
     reading still works; a program that ends then (`early`) has its end held by its supervisor and the agent
     (the server cannot record it), and the task stays RUNNING. Programs do not print while the disk is full:
     their own output files are on it, so their writes would fail in the program, which no server can repair.
@@ -251,8 +250,8 @@ def test_disk_holding_var_full(small_disk, tmp_path):
         )
         filler = fill(small_disk)
         status, headers, body = installation.call("/api/v1/tasks", {"cloud": "local", "command": ["true"]})
-        assert status in (503, 507), (status, body[:500])
-        assert json.loads(body)["message"] and headers["Retry-After"].isdigit()
+        assert status == 507, (status, body[:500])
+        assert json.loads(body)["code"] == "storage_full" and headers["Retry-After"].isdigit()
         assert installation.call("/api/v1/tasks")[0] == 200  # reading needs no room
         early_release.touch()
         time.sleep(5)  # the program ends; its end cannot be written on the server's side
