@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import threading
 import time
 
 import pytest
 
 from tests import helpers
-from tests.plugins.dependencies import Installation, LogFollower
+from tests.plugins.dependencies import Installation, LogFollower, fill
 
 pytestmark = [pytest.mark.e2e]
 
@@ -177,37 +175,6 @@ def test_redis_stopped_while_tasks_run(private_redis, transactional_db, tmp_path
 
 
 # ---------------------------------------------------------------------------------------------- disk full
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 24 MB tmpfs of the test's own, mounted on tmp_path/var (needs root; CI runs as root)."""
-    mount_point = tmp_path / "var"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount_point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.fail(f"cannot mount a tmpfs (root needed): {done.stderr.decode()}")
-    try:
-        yield mount_point
-    finally:
-        shutil.copytree(mount_point / "runs", tmp_path / "runs-kept", dirs_exist_ok=True)  # for a failure's reader
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
-
-
-def fill(directory: os.PathLike) -> str:
-    """Write a file until the file system answers ENOSPC; returns it (remove it to free the space)."""
-    filler = os.path.join(directory, "filler")
-    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 20, 4096):
-            try:
-                while True:
-                    os.write(descriptor, b"\0" * size)
-            except OSError:
-                pass
-    finally:
-        os.close(descriptor)
-    return filler
-
-
 def waiter(tag: str, before: int, release: os.PathLike, after: int) -> list[str]:
     """Prints `before` lines, waits for the file `release` to exist, prints `after` lines and exits 0."""
     code = (

@@ -6,6 +6,7 @@ that a test may stop, restart or starve without touching the machine's shared se
 - `Installation`: a CloudPivot of its own (database URL, Redis URL, var/ and runs directories given), set up
   through manage.py (migrate, one admin with a project, the `local` connection, an API token and a session)
   and run as real processes: a web server, a qcluster, and the host agent the workers launch.
+- `small_disk`: a 24 MB tmpfs mounted for one test, and `fill`, which writes a file until ENOSPC.
 - `LogFollower`: one task's websocket (`/ws/tasks/<id>/`) followed as the task page follows it, reconnecting
   from its positions whenever the connection ends; it records every gap or duplicate it is sent.
 """
@@ -234,6 +235,38 @@ class Installation:
             for line in text.splitlines()
             if "Internal Server Error" in line or "Exception in ASGI application" in line
         ]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 24 MB tmpfs of the test's own, mounted on tmp_path/var (needs root; CI runs as root)."""
+    mount_point = tmp_path / "var"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount_point)], capture_output=True)
+    if done.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (root needed): {done.stderr.decode()}")
+    try:
+        yield mount_point
+    finally:
+        if (mount_point / "runs").is_dir():  # for a failure's reader: the mount goes
+            shutil.copytree(mount_point / "runs", tmp_path / "runs-kept", dirs_exist_ok=True)
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def fill(directory: os.PathLike) -> str:
+    """Write a file until the file system answers ENOSPC; returns it (remove it to free the space)."""
+    filler = os.path.join(directory, "filler")
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 4096):
+            try:
+                while True:
+                    os.write(descriptor, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(descriptor)
+    return filler
 
 
 class LogFollower(threading.Thread):
