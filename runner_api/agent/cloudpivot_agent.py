@@ -25,18 +25,11 @@ import time
 
 try:  # run as a script (its sibling modules beside it) or imported as a package module
     import cloudpivot_runner as runner
-    from cloudpivot_supervisor import NO_ROOM, crash_point, lock_held, read_json, supervise, write_json
+    from cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from cloudpivot_sync import VERSION, Connection, Failed, Refused
 except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent import cloudpivot_runner as runner
-    from runner_api.agent.cloudpivot_supervisor import (
-        NO_ROOM,
-        crash_point,
-        lock_held,
-        read_json,
-        supervise,
-        write_json,
-    )
+    from runner_api.agent.cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from runner_api.agent.cloudpivot_sync import VERSION, Connection, Failed, Refused
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REFUSED, EXIT_LOCKED = 0, 1, 2, 3, 75
@@ -106,19 +99,15 @@ class Attempt:
         self.agent.mark_dirty()
 
     def save_outbox(self) -> None:
-        """On disk when there is room; on a full disk it is kept (and sent) from memory and saved on a later
-        tick, so the agent goes on serving every attempt instead of dying."""
+        """On a full disk the outbox is kept (and sent) from memory and saved on a later tick: the agent goes on."""
         try:
-            write_json(self.path("events.json"), self.outbox)
-            self.unsaved = False
+            saved = write_json_if_room(self.path("events.json"), self.outbox)
         except FileNotFoundError:  # the server's cleanup removed a closed attempt's directory
             self.gone = True
-        except OSError as exc:
-            if exc.errno not in NO_ROOM:
-                raise
-            if not self.unsaved:
-                log("%s: no room to save the outbox (%s); kept in memory until there is" % (self.name, exc))
-            self.unsaved = True
+            return
+        if not saved and not self.unsaved:
+            log("%s: no room to save the outbox; kept in memory until there is" % self.name)
+        self.unsaved = not saved
 
     def acknowledge(self, answer: dict, offsets: bool = True) -> None:
         acked = int(answer.get("acked_seq") or 0)
@@ -508,14 +497,9 @@ class Agent:
             return
         final = os.path.join(self.runs_dir, name)
         tmp = os.path.join(self.runs_dir, ".claim-%s-%d" % (name, os.getpid()))
-        try:
-            os.makedirs(tmp, mode=0o700, exist_ok=True)
-            write_json(os.path.join(tmp, "assignment.json"), assignment)
-        except OSError as exc:
-            if exc.errno not in NO_ROOM:
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)  # not claimed: the server hands it out again on a later sync
-            log("%s: no room to claim it (%s); asked again later" % (name, exc))
+        os.makedirs(tmp, mode=0o700, exist_ok=True)
+        if not write_json_if_room(os.path.join(tmp, "assignment.json"), assignment):
+            shutil.rmtree(tmp, ignore_errors=True)  # no room: not claimed; the server hands it out again later
             return
         try:
             os.rename(tmp, final)

@@ -50,15 +50,20 @@ def write_json(path: str, value) -> None:
         raise
 
 
+def write_json_if_room(path: str, value) -> bool:
+    """write_json; False when the file system is full (nothing written), any other error raised."""
+    try:
+        write_json(path, value)
+    except OSError as exc:
+        if exc.errno not in NO_ROOM:
+            raise
+        return False
+    return True
+
+
 def write_json_when_room(path: str, value) -> None:
     """write_json, waiting while the file system is full: what it writes is the only record (exit.json)."""
-    while True:
-        try:
-            write_json(path, value)
-            return
-        except OSError as exc:
-            if exc.errno not in NO_ROOM:
-                raise
+    while not write_json_if_room(path, value):
         time.sleep(NO_ROOM_RETRY_SECONDS)
 
 
