@@ -13,10 +13,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from cloudpivot.handlers import RoutedASGIHandler  # noqa: E402
 from cloudpivot.routing import websocket_urlpatterns  # noqa: E402
+from cloudpivot.unavailable import DatabaseUnavailableWebsocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": RoutedASGIHandler(),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": DatabaseUnavailableWebsocket(
+            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

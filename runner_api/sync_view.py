@@ -6,12 +6,16 @@ database look every RECHECK_SECONDS finds work, up to `wait` seconds (capped so 
 as a heartbeat). The doorbell is rung after commit by whoever changed something (with the in-process
 channel layer, a process without a long-poll pokes the agent instead, which then syncs at once), so
 the look only covers a lost ring and is rare: an idle installation costs next to nothing here.
+
+The doorbell is only a hint: when the channel layer fails (Redis stopped or restarting), the hold goes on
+with the database look alone, and the batch already applied is answered, never a 500 (issue 16, item 2).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,6 +34,8 @@ from runner_api.limits import request_size_refusal
 from runner_api.serializers import SyncInputSerializer
 from runner_api.sync_scope import SyncRefused, sync_scope
 from tasks.services.runner_sync import SyncScope, sync_answer, sync_apply, sync_has_news
+
+logger = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 5.0
 # An agent's long-poll answers news (assignments) at most once per this long: while a client submits back to
@@ -96,16 +102,30 @@ async def sync(request: HttpRequest) -> JsonResponse:
 
 @asynccontextmanager
 async def _doorbell():
-    """A channel in the agents' doorbell group for the duration (None without a channel layer)."""
+    """A channel in the agents' doorbell group for the duration; None without a channel layer or when it fails
+    (the long-poll then looks at the database on the clock: a doorbell is a hint, the database the truth)."""
     layer = get_channel_layer()
-    channel = await layer.new_channel() if layer is not None else None
-    if channel:
-        await layer.group_add(AGENT_DOORBELL, channel)
+    channel = await _join_doorbell(layer)
     try:
         yield channel
     finally:
         if channel:
-            await layer.group_discard(AGENT_DOORBELL, channel)
+            try:
+                await layer.group_discard(AGENT_DOORBELL, channel)
+            except Exception as exc:  # Redis went away meanwhile: its groups expire on their own
+                logger.warning("could not leave the agent doorbell group: %s: %s", type(exc).__name__, exc)
+
+
+async def _join_doorbell(layer: Any) -> str | None:
+    if layer is None:
+        return None
+    try:
+        channel = await layer.new_channel()
+        await layer.group_add(AGENT_DOORBELL, channel)
+    except Exception as exc:  # a doorbell is a hint; the database look still finds the news
+        logger.warning("agent doorbell unavailable (%s: %s); polling", type(exc).__name__, exc)
+        return None
+    return channel
 
 
 async def _hold_off(scope: SyncScope) -> None:
@@ -121,13 +141,18 @@ async def _hold(scope: SyncScope, data: dict[str, Any], wait: float, channel: st
     deadline = loop.time() + wait
     names = set(data["known"])
     while (remaining := deadline - loop.time()) > 0:
+        timeout = min(RECHECK_SECONDS, remaining)
         try:
             if channel:
-                await asyncio.wait_for(layer.receive(channel), timeout=min(RECHECK_SECONDS, remaining))
+                await asyncio.wait_for(layer.receive(channel), timeout=timeout)
             else:
-                await asyncio.sleep(min(RECHECK_SECONDS, remaining))
+                await asyncio.sleep(timeout)
         except TimeoutError:
             pass
+        except Exception as exc:  # the channel layer failed: look at the database on the clock instead
+            logger.warning("agent doorbell unavailable (%s: %s); polling", type(exc).__name__, exc)
+            channel = None
+            await asyncio.sleep(min(1.0, max(0.0, deadline - loop.time())))
         await _hold_off(scope)
         answer = await sync_to_async(sync_answer)(scope=scope, names=names)
         if sync_has_news(answer, data["stopping"]):

@@ -8,6 +8,10 @@ class TasksConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
+        from cloudpivot import db_fork
+
+        # qcluster forks its workers: none may speak on its parent's PostgreSQL sockets.
+        db_fork.install()
         from cloudpivot.accounts.quotas import register_usage
         from tasks import receivers
         from tasks.selectors import task_quota_usage

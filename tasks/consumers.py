@@ -163,6 +163,16 @@ class TaskConsumer(FollowingConsumer):
         await super().disconnect(code)
 
     def read_new(self) -> list[dict[str, Any]] | None:
+        """The positions move as the read goes; a read that fails half-way (the database went away between
+        its queries) puts them back, so the next one sends again what this one never sent: no gap."""
+        before = (self.seq, self.attempt, self.position, self.sent_state)
+        try:
+            return self._read_new()
+        except Exception:
+            self.seq, self.attempt, self.position, self.sent_state = before
+            raise
+
+    def _read_new(self) -> list[dict[str, Any]] | None:
         row = (
             tasks_visible_to(user=self.user)
             .filter(pk=self.task.pk)

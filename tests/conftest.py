@@ -8,4 +8,5 @@ pytest_plugins = [
     "tests.plugins.browser",
     "tests.plugins.kube",
     "tests.plugins.openstack",
+    "tests.plugins.dependencies",
 ]

@@ -25,11 +25,11 @@ import time
 
 try:  # run as a script (its sibling modules beside it) or imported as a package module
     import cloudpivot_runner as runner
-    from cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json
+    from cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from cloudpivot_sync import VERSION, Connection, Failed, Refused
 except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent import cloudpivot_runner as runner
-    from runner_api.agent.cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json
+    from runner_api.agent.cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from runner_api.agent.cloudpivot_sync import VERSION, Connection, Failed, Refused
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_REFUSED, EXIT_LOCKED = 0, 1, 2, 3, 75
@@ -54,8 +54,11 @@ END_EVENTS = ("exited", "lost")
 
 
 def log(message: str) -> None:
-    sys.stderr.write("cloudpivot-agent: %s %s\n" % (runner.utc_stamp(), message))
-    sys.stderr.flush()
+    try:
+        sys.stderr.write("cloudpivot-agent: %s %s\n" % (runner.utc_stamp(), message))
+        sys.stderr.flush()
+    except OSError:  # agent.log on a full disk: the line is lost, the agent goes on
+        pass
 
 
 # --------------------------------------------------------------------------- one attempt, as the agent sees it
@@ -70,6 +73,7 @@ class Attempt:
         self.name = os.path.basename(directory)
         self.assignment = read_json(self.path("assignment.json")) or {}
         self.outbox = read_json(self.path("events.json")) or {"next_seq": 1, "keys": [], "pending": []}
+        self.unsaved = False  # the outbox changed in memory but the disk had no room for it yet
         self.acked = {stream: None for stream in STREAMS}  # the server's log offsets, once it said them
         self.state = "new"  # new → running → ended
         self.supervisor = None  # pid while the supervisor is this agent's own child
@@ -97,10 +101,15 @@ class Attempt:
         self.agent.mark_dirty()
 
     def save_outbox(self) -> None:
+        """On a full disk the outbox is kept (and sent) from memory and saved on a later tick: the agent goes on."""
         try:
-            write_json(self.path("events.json"), self.outbox)
+            saved = write_json_if_room(self.path("events.json"), self.outbox)
         except FileNotFoundError:  # the server's cleanup removed a closed attempt's directory
             self.gone = True
+            return
+        if not saved and not self.unsaved:
+            log("%s: no room to save the outbox; kept in memory until there is" % self.name)
+        self.unsaved = not saved
 
     def acknowledge(self, answer: dict, offsets: bool = True) -> None:
         acked = int(answer.get("acked_seq") or 0)
@@ -198,6 +207,8 @@ class Attempt:
             self.stop_deadline = time.monotonic() + self.grace
 
     def tick(self, now: float) -> None:
+        if self.unsaved:
+            self.save_outbox()
         if self.state != "running":
             return
         if self.stop_deadline is not None and now >= self.stop_deadline and "SIGKILL" not in self.stop_signals:
@@ -492,7 +503,9 @@ class Agent:
         final = os.path.join(self.runs_dir, name)
         tmp = os.path.join(self.runs_dir, ".claim-%s-%d" % (name, os.getpid()))
         os.makedirs(tmp, mode=0o700, exist_ok=True)
-        write_json(os.path.join(tmp, "assignment.json"), assignment)
+        if not write_json_if_room(os.path.join(tmp, "assignment.json"), assignment):
+            shutil.rmtree(tmp, ignore_errors=True)  # no room: not claimed; the server hands it out again later
+            return
         try:
             os.rename(tmp, final)
         except OSError:  # claimed before (by an earlier life of this agent): never a second start

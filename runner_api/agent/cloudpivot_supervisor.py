@@ -12,15 +12,20 @@ the account cannot walk into the agent's private directories. Everything else of
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import pwd
 import signal
 import sys
+import time
 
 RUN_AS_ENV = "CLOUDPIVOT_RUN_AS"
 CRASH_ENV = "CLOUDPIVOT_CRASH_AT"
+# The file system is full (or the user's quota is): a passing state, waited out (issue 16, item 2).
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+NO_ROOM_RETRY_SECONDS = 1.0
 RESULT = "result.json"
 
 try:
@@ -30,11 +35,36 @@ except ImportError:  # pragma: no cover - imported as a package module
 
 
 def write_json(path: str, value) -> None:
-    """Atomic (tmp + rename), not fsynced: it must survive this process dying, not the machine."""
+    """Atomic (tmp + rename), not fsynced: it must survive this process dying, not the machine.
+    A write that fails (a full disk) leaves no partial temporary file behind to hold space."""
     tmp = "%s.tmp-%d" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        handle.write(json.dumps(value))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(json.dumps(value))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json_if_room(path: str, value) -> bool:
+    """write_json; False when the file system is full (nothing written), any other error raised."""
+    try:
+        write_json(path, value)
+    except OSError as exc:
+        if exc.errno not in NO_ROOM:
+            raise
+        return False
+    return True
+
+
+def write_json_when_room(path: str, value) -> None:
+    """write_json, waiting while the file system is full: what it writes is the only record (exit.json)."""
+    while not write_json_if_room(path, value):
+        time.sleep(NO_ROOM_RETRY_SECONDS)
 
 
 def read_json(path: str):
@@ -143,7 +173,8 @@ def supervise(directory: str, spec: dict, keep: tuple) -> None:
         status["finished"] = runner.utc_stamp()
         if os.environ.get(RUN_AS_ENV):
             drop_empty_result(os.path.join(directory, RESULT))
-        write_json(os.path.join(directory, "exit.json"), status)
+        # Held (and supervisor.lock with it, so the agent waits) until the disk has room for it.
+        write_json_when_room(os.path.join(directory, "exit.json"), status)
         code = 0
     finally:
         os._exit(code)

@@ -58,6 +58,7 @@
           return;
         }
         if (stopped) return;
+        if (event.code === 1013) failures = Math.max(failures, 2); // the server's database is away: ~4 s
         var delay = Math.min(15000, 1000 * Math.pow(2, failures)) * (0.75 + Math.random() / 2);
         failures += 1;
         setLiveStatus("reconnecting", "Reconnecting…");

@@ -5,6 +5,7 @@ The errors are the drivers' own, provoked for real: a refused connection, a lock
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import psycopg
@@ -12,7 +13,7 @@ import pytest
 from django.db import IntegrityError, InterfaceError, OperationalError
 from django.test import RequestFactory
 
-from cloudpivot.unavailable import DatabaseUnavailableMiddleware, is_unavailable
+from cloudpivot.unavailable import DatabaseUnavailableMiddleware, is_storage_full, is_unavailable
 from tests import helpers
 
 
@@ -59,3 +60,21 @@ def test_the_middleware_answers_json_for_the_apis_and_a_page_for_people():
     page = middleware.process_exception(RequestFactory().get("/tasks/"), away)
     assert (page.status_code, page["Retry-After"]) == (503, "5") and b"briefly unavailable" in page.content
     assert middleware.process_exception(RequestFactory().get("/tasks/"), ValueError("a bug")) is None
+
+
+def test_a_full_sqlite_file_is_storage_full_and_answers_507(tmp_path):
+    """SQLITE_FULL provoked for real: a database limited to a few pages (the same error as a full disk)."""
+    db = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    db.execute("PRAGMA max_page_count = 3")
+    db.execute("CREATE TABLE t (x)")
+    with pytest.raises(sqlite3.OperationalError) as full:
+        db.execute("INSERT INTO t VALUES (?)", (b"\0" * 100_000,))
+    db.close()
+    error = _wrapped(full.value)
+    assert is_unavailable(error) and is_storage_full(error)
+    middleware = DatabaseUnavailableMiddleware(lambda request: None)
+    api = middleware.process_exception(RequestFactory().post("/api/v1/tasks"), error)
+    assert (api.status_code, api["Retry-After"]) == (507, "5")
+    assert json.loads(api.content)["code"] == "storage_full" and "free space" in json.loads(api.content)["message"]
+    page = middleware.process_exception(RequestFactory().get("/tasks/"), error)
+    assert page.status_code == 507 and b"storage is full" in page.content
