@@ -45,7 +45,8 @@ def amount(resource: str, text: Any) -> float | None:
 
 
 def fit_limits(client: KubeClient, asked: dict[str, Any], *, node_selector: dict[str, str]) -> tuple[list, list]:
-    wanted = {key: float(asked.get(key) or 0) for key in ("cpu", "memory_mb", "gpu")} | {"pods": 1.0, "jobs": 1.0}
+    wanted = {key: float(asked.get(key) or 0) for key in ("cpu", "memory_mb", "gpu")}
+    wanted |= {"pods": 1.0, "jobs": float(asked.get("jobs", 1))}  # a VM instance makes a pod but no Job
     limits: list[FitLimit] = []
     notes: list[str] = []
     for reader in (_quota_limits, _limit_range_limits):
