@@ -4,6 +4,7 @@
  *   page was rendered with; drops duplicates by seq/position; reconnects with back-off
  *   from the last position it has, so nothing is missed or shown twice.
  * - Live badges on the dashboard and the task list: /ws/dashboard/.
+ * - "Will it fit?" asked again when a form's cloud-dependent part was swapped in.
  * - Small helpers: copy buttons, confirm before submit, one submit per click, tabs.
  * Every page works without it; a reload always shows the truth.
  */
@@ -24,6 +25,16 @@
   }
   document.addEventListener("htmx:afterSettle", function () {
     if (liveState.state) setLiveStatus(liveState.state, liveState.text);
+  });
+
+  // "Will it fit?": the choices of another cloud or project came in (a new size, new fields): ask again.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var detail = event.detail || {};
+    var ids = [detail.elt && detail.elt.id, detail.target && detail.target.id];
+    var swapped = ids.indexOf("launch-choices") >= 0 || ids.indexOf("submit-cloud-fields") >= 0;
+    if (swapped && window.htmx && document.getElementById("fit-verdict")) {
+      window.htmx.trigger(document.body, "cp-fit-refresh");
+    }
   });
 
   // ------------------------------------------------------------------ a websocket that resumes
