@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
+from resources.choices import InstanceStatus
 from resources.models import Instance, Operation
 from tasks.models import Task
 from tests.resources.test_cloud_quota import full_tenant  # noqa: F401 - the fixture: a project with 0 instances
@@ -88,3 +90,29 @@ def test_a_bad_instance_request_is_still_a_400_naming_the_field(api, os_world):
     assert response.json()["errors"][0]["field"] == "flavor"
     response = api("bob").post("/api/v1/instances?dry_run=true", {"cloud": "os-dev"}, format="json")
     assert response.status_code == 400 and {e["field"] for e in response.json()["errors"]} >= {"name", "image"}
+
+
+def test_an_instance_over_what_is_left_of_the_quota_is_refused_now_and_one_over_all_of_it_never_fits(api, os_world):
+    Quota.objects.create(project=os_world.world.alpha, connection=os_world.connection, max_instances=1, max_vcpu=4)
+    body = {"name": "second", "cloud": "os-dev", "flavor": "cp.tiny", "image": "cp-runner-fake"}
+    assert instance_dry_run(api, body)["outcome"] == "starts_now"
+    Instance.objects.create(
+        name="first",
+        project=os_world.world.alpha,
+        owner=os_world.world.bob,
+        connection=os_world.connection,
+        backend="openstack",
+        flavor="cp.tiny",
+        vcpus=1,
+        memory_mb=64,
+        image="cp-runner-fake",
+        status=InstanceStatus.RUNNING,
+        server_id="not-a-real-server",
+    )
+    verdict = instance_dry_run(api, body)
+    assert verdict["outcome"] == "refused_now"
+    assert verdict["message"] == "Refused now: instances 1 asked, 0 left of 1 (project alpha's quota on os-dev)"
+    Quota.objects.filter(project=os_world.world.alpha).update(max_instances=None, max_vcpu=0)
+    verdict = instance_dry_run(api, body)
+    assert verdict["message"] == "Never fits: CPU 1 > 0 (project alpha's quota on os-dev)"
+    assert Instance.objects.count() == 1 and not Operation.objects.exists()

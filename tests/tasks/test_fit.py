@@ -178,3 +178,19 @@ def test_a_cluster_that_cannot_be_read_is_a_note_not_an_error(api, kube, kube_co
 def test_dry_run_spellings(api, world, path):
     assert api("bob").post(path, hello_spec(), format="json").status_code == 200
     assert not Task.objects.exists()
+
+
+# ---------------------------------------------------------------------- the submit form's line (test client)
+def test_the_forms_line_answers_with_the_verdict_or_what_to_fill_in(pages, world, kube, kube_connection):
+    Quota.objects.create(project=world.alpha, connection=world.local, max_vcpu=2)
+    form = {"form-cloud": "local", "form-project": "alpha", "form-retry_limit": "0"}
+    response = pages("bob").post("/tasks/new/fit", form)  # no command yet: the fit is told all the same
+    assert response.status_code == 200
+    assert b'data-outcome="starts_now"' in response.content and b"Starts now" in response.content
+    kube_form = form | {"form-cloud": "k3s-lab", "form-cpu": "1"}
+    response = pages("bob").post("/tasks/new/fit", kube_form)  # a Kubernetes task needs an image first
+    assert b"Will it fit? Image: Name the image to run" in response.content
+    response = pages("bob").post("/tasks/new/fit", kube_form | {"form-image": "busybox"})
+    assert b'data-outcome="starts_now"' in response.content
+    assert pages("bob").get("/tasks/new/fit").status_code == 405
+    assert not Task.objects.exists()
