@@ -8,6 +8,7 @@ app_name = "resources"
 urlpatterns = [
     path("instances/", views.instance_list, name="instance_list"),
     path("instances/new/", views.instance_launch, name="instance_launch"),
+    path("instances/new/fit/", views.instance_fit_verdict, name="instance_fit"),
     path("instances/<uuid:instance_id>/", views.instance_detail, name="instance_detail"),
     path("instances/<uuid:instance_id>/panel/", views.instance_panel, name="instance_panel"),
     path("instances/<uuid:instance_id>/act/", views.instance_act, name="instance_act"),

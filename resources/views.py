@@ -31,6 +31,7 @@ from resources.choices import (
     SnapshotStatus,
     state_table_key,
 )
+from resources.fit import instance_fit
 from resources.forms import InstanceLaunchForm
 from resources.launch import SNAPSHOT_PREFIX, launch_choices, launch_clouds
 from resources.models import Instance
@@ -105,6 +106,29 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         chosen["flavor"] = next((size.flavor.name for size in choices.sizes if not size.refusal), "")
     context = {"form": form, "clouds": clouds, "choices": choices, "chosen": chosen}
     return render(request, "resources/instance_launch.html", context, status=status)
+
+
+@login_required
+@require_POST
+def instance_fit_verdict(request: HttpRequest) -> HttpResponse:
+    """The launch form's "Will it fit?" line (htmx, as the size or project changes): resources.fit's verdict on
+    the chosen cloud, project and size. No image chosen yet (or a snapshot) does not change the fit."""
+    post = request.POST
+    context: dict[str, Any] = {"verdict": None, "problem": ""}
+    if not post.get("flavor"):
+        context["problem"] = "choose a size."
+        return render(request, "partials/_fit_verdict.html", context)
+    image = post.get("image", "")
+    data = {"name": post.get("name") or "fit", "cloud": post.get("cloud", ""), "flavor": post["flavor"]}
+    if post.get("project"):
+        data["project"] = post["project"]
+    if image and not image.startswith(SNAPSHOT_PREFIX):
+        data["image"] = image
+    try:
+        context["verdict"] = instance_fit(user=request.user, data=data, image_needed=False)
+    except ApplicationError as exc:
+        context["problem"] = exc.errors[0]["message"] if exc.errors else exc.message
+    return render(request, "partials/_fit_verdict.html", context)
 
 
 def _launch(request: HttpRequest, form: InstanceLaunchForm):

@@ -76,6 +76,18 @@ def submit_choices(
     return choices
 
 
+def fit_choices(*, user: AbstractBaseUser, cloud_id: str) -> SubmitChoices:
+    """The fields the cloud runs, without the choices' reads (images, secrets): the fit verdict asks often."""
+    connection = connections_visible_to(user=user).filter(cloud_id=cloud_id).first()
+    if connection is None:
+        return SubmitChoices()
+    try:
+        backend = get_backend(connection)
+    except BackendError as exc:
+        return SubmitChoices(connection=connection, problem=exc.message)
+    return SubmitChoices(connection=connection, fields=frozenset(backend.task_fields), defaults=backend.task_defaults())
+
+
 def recent_images(*, user: AbstractBaseUser, connection: CloudConnection) -> list[str]:
     """The images of the user's latest tasks on this cloud, newest first, each once."""
     rows = (

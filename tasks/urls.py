@@ -8,6 +8,7 @@ app_name = "tasks"
 urlpatterns = [
     path("tasks/", views.task_list, name="task_list"),
     path("tasks/new", views.task_create, name="task_create"),
+    path("tasks/new/fit", views.task_fit_verdict, name="task_fit"),
     path("tasks/<uuid:task_id>/", views.task_detail, name="task_detail"),
     path("tasks/<uuid:task_id>/panels/", views.task_panels, name="task_panels"),
     path("tasks/<uuid:task_id>/cancel/", views.task_cancel, name="task_cancel"),

@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.selectors import projects_visible_to
-from cloudpivot.exceptions import Conflict, InvalidSpec, NotFound, PermissionDenied
+from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec, NotFound, PermissionDenied
 from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
 from tasks import portal, selectors, services
@@ -28,7 +28,8 @@ from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
 from tasks.filtersets import TaskFilterSet
 from tasks.forms import TaskDocumentForm, TaskSubmitForm, example_document, initial_from_task, new_idempotency_key
 from tasks.models import Task
-from tasks.submit_choices import SubmitChoices, submit_choices
+from tasks.services.fit import task_fit
+from tasks.submit_choices import SubmitChoices, fit_choices, submit_choices
 
 PAGE_SIZE = 25
 SORTS = {
@@ -255,6 +256,32 @@ def task_create(request: HttpRequest) -> HttpResponse:
         status = 200
     context = {"form": form, "raw": raw, "mode": mode, "clouds": clouds, "projects": list(projects)}
     return render(request, "tasks/task_form.html", context, status=status)
+
+
+@login_required
+@require_POST
+def task_fit_verdict(request: HttpRequest) -> HttpResponse:
+    """The submit form's "Will it fit?" line, asked by htmx as fields change (debounced): the verdict of the
+    document the form holds now (tasks.services.fit), or what to fill in first. An empty command is not
+    waited for: it changes nothing of the fit."""
+    clouds = list(connections_visible_to(user=request.user).values_list("cloud_id", flat=True))
+    projects = [p.slug for p in portal.submit_projects(user=request.user)]
+    data = request.POST.copy()
+    if not data.get("form-command", "").strip():
+        data["form-command"] = "true"
+    choices = fit_choices(user=request.user, cloud_id=data.get("form-cloud", ""))
+    form = TaskSubmitForm(data, prefix="form", choices=choices, clouds=clouds, projects=projects)
+    context: dict[str, Any] = {"verdict": None, "problem": ""}
+    if not form.is_valid():
+        name, errors = next(iter(form.errors.items()))
+        label = form.fields[name].label if name in form.fields else ""
+        context["problem"] = f"{label}: {errors[0]}" if label else errors[0]
+    else:
+        try:
+            context["verdict"] = task_fit(user=request.user, document=form.document())
+        except ApplicationError as exc:
+            context["problem"] = exc.errors[0]["message"] if exc.errors else exc.message
+    return render(request, "partials/_fit_verdict.html", context)
 
 
 def _choices(request: HttpRequest, projects: dict[str, Any], cloud: str = "", project: str = "") -> SubmitChoices:

@@ -21,6 +21,7 @@ __all__ = [
     "ErrorKind",
     "ExecutionBackend",
     "ExternalRef",
+    "FitLimit",
     "Health",
     "LogPiece",
     "Observation",
@@ -81,6 +82,26 @@ class LogPiece:
 class Health:
     ok: bool
     message: str
+
+
+@dataclass(frozen=True)
+class FitLimit:
+    """One limit a request meets ("Will it fit?", clusters/fit.py): how much it asks, how much is free now
+    (None: the limit does not change with use, like a node's size) and the most there is (None: no ceiling)."""
+
+    resource: str  # cpu (cores), memory_mb, gpu, disk_gb, tasks, instances, pods, jobs, active_tasks
+    requested: float
+    available: float | None
+    limit: float | None
+    source: str  # "project quota on k3s-lab", "ResourceQuota tasks/compute", "node allocatable", "OpenStack quota" …
+
+    @property
+    def never(self) -> bool:
+        return self.limit is not None and self.requested > self.limit
+
+    @property
+    def not_now(self) -> bool:
+        return self.available is not None and self.requested > self.available
 
 
 # Node metric names shared by every backend's figures (missing where the cloud does not say).
@@ -211,6 +232,12 @@ class ExecutionBackend:
         """Whether snapshots and restores of VM instances work here (None: cannot tell), and in what words."""
         available, message = self.vm_instances()
         return (True, "snapshots of VM instances") if available else (False, message)
+
+    def fit_limits(self, asked: dict[str, Any]) -> tuple[list[FitLimit], list[str]]:
+        """The cloud's own limits on one request ("Will it fit?"): `asked` holds cpu, memory_mb, gpu (a task's
+        resources) and, for an instance, instances, disk_gb and flavor. Returns the limits read and notes for
+        those that could not be read (words). Only reads; by default the cloud says nothing."""
+        return [], []
 
     def feature_checks(self) -> list[dict[str, Any]]:
         """check_cloud's optional lines beside the permissions ({what, ok, required, detail}); [] for none."""

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import InvalidState, UnsupportedAction, cloud_error
 from cloudpivot.pagination import NewestFirst
+from clusters.api.fit import DRY_RUN, FitVerdictSerializer, dry_run
 from resources import selectors
 from resources.api.serializers import (
     ConsoleSerializer,
@@ -24,6 +25,7 @@ from resources.api.serializers import (
 )
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
+from resources.fit import instance_fit
 from resources.models import Instance, Operation, Snapshot
 from resources.services import instance_action, instance_create, snapshot_delete
 
@@ -56,10 +58,17 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
     def get_object(self):
         return selectors.instance_get_for_user(user=self.request.user, instance_id=self.kwargs["pk"])
 
-    @extend_schema(request=InstanceCreateSerializer, responses={202: OperationSerializer}, parameters=[IDEMPOTENCY])
+    @extend_schema(
+        request=InstanceCreateSerializer,
+        responses={202: OperationSerializer, 200: FitVerdictSerializer},
+        parameters=[IDEMPOTENCY, DRY_RUN],
+    )
     def create(self, request: Request) -> Response:
-        """Create an instance: 202 with the create Operation (its `instance` is the new instance's id)."""
+        """Create an instance: 202 with the create Operation (its `instance` is the new instance's id).
+        With dry_run=true: 200 with whether it would start now, be refused now or never fit; nothing is made."""
         data = validated(InstanceCreateSerializer, request.data)
+        if dry_run(request):
+            return Response(instance_fit(user=request.user, data=data).as_dict())
         operation, created = instance_create(user=request.user, data=data, idempotency_key=idempotency_key(request))
         return accepted(operation, created)
 

@@ -143,39 +143,7 @@ def instance_create(
     existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
     if existing:
         return existing, False
-    if snapshot is not None:
-        if snapshot.status != SS.AVAILABLE:
-            raise InvalidState(f"snapshot {snapshot.name} is {snapshot.status}; only an available one restores")
-        connection = snapshot.connection
-        if data.get("project") and data["project"] != snapshot.project.slug:
-            raise _foreign_project(snapshot, data["project"])
-        check_can_act(user=user, project=snapshot.project)
-        # the same grant check as any create: a project that lost the connection restores nothing onto it
-        project = project_for_submission(user=user, connection=connection, slug=snapshot.project.slug)
-    else:
-        connection = connection_for_user(user=user, cloud_id=data["cloud"])
-        project = project_for_submission(user=user, connection=connection, slug=data.get("project"))
-    backend = _backend(connection)
-    if snapshot is not None:
-        _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
-    if data.get("flavor"):
-        flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
-    else:
-        check_site_limits(SimpleNamespace(name="asked for", vcpus=data["vcpus"], memory_mb=data["memory_mb"]))
-        flavor = _cloud_read(
-            "choosing a flavor",
-            "vcpus",
-            lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
-        )
-    check_site_limits(flavor)
-    if snapshot is not None:
-        image = snapshot.image_id
-    else:
-        image = _cloud_read("finding the image", "image", backend.image_ref, data["image"])
-        _refuse_foreign_snapshot_image(backend, image, project)
-    asked = quotas.InstanceFootprint(
-        instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
-    )
+    connection, project, flavor, image, asked = instance_create_check(user=user, data=data, snapshot=snapshot)
 
     def make() -> Operation:
         _lock(connection.pk, project.pk)
@@ -215,6 +183,50 @@ def instance_create(
         return operation
 
     return _save_operation(user=user, key=idempotency_key, digest=digest, make=make)
+
+
+def instance_create_check(
+    *, user: AbstractBaseUser, data: dict[str, Any], snapshot: Snapshot | None = None, image_needed: bool = True
+) -> tuple[CloudConnection, Project, Any, str, quotas.InstanceFootprint]:
+    """The checks of a create that refuse a bad request (400/403/404 naming the field), before quotas:
+    (connection, project, flavor, image id, footprint). Shared with the dry run (resources.fit); without
+    `image_needed` (the launch form's verdict while no image is chosen yet) an empty image is not looked up."""
+    if snapshot is not None:
+        if snapshot.status != SS.AVAILABLE:
+            raise InvalidState(f"snapshot {snapshot.name} is {snapshot.status}; only an available one restores")
+        connection = snapshot.connection
+        if data.get("project") and data["project"] != snapshot.project.slug:
+            raise _foreign_project(snapshot, data["project"])
+        check_can_act(user=user, project=snapshot.project)
+        # the same grant check as any create: a project that lost the connection restores nothing onto it
+        project = project_for_submission(user=user, connection=connection, slug=snapshot.project.slug)
+    else:
+        connection = connection_for_user(user=user, cloud_id=data["cloud"])
+        project = project_for_submission(user=user, connection=connection, slug=data.get("project"))
+    backend = _backend(connection)
+    if snapshot is not None:
+        _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
+    if data.get("flavor"):
+        flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
+    else:
+        check_site_limits(SimpleNamespace(name="asked for", vcpus=data["vcpus"], memory_mb=data["memory_mb"]))
+        flavor = _cloud_read(
+            "choosing a flavor",
+            "vcpus",
+            lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
+        )
+    check_site_limits(flavor)
+    if snapshot is not None:
+        image = snapshot.image_id
+    elif data.get("image") or image_needed:
+        image = _cloud_read("finding the image", "image", backend.image_ref, data["image"])
+        _refuse_foreign_snapshot_image(backend, image, project)
+    else:
+        image = ""
+    asked = quotas.InstanceFootprint(
+        instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
+    )
+    return connection, project, flavor, image, asked
 
 
 def _foreign_project(snapshot: Snapshot, slug: str, *, field: str = "project") -> ApplicationError:

@@ -4,6 +4,7 @@
  *   page was rendered with; drops duplicates by seq/position; reconnects with back-off
  *   from the last position it has, so nothing is missed or shown twice.
  * - Live badges on the dashboard and the task list: /ws/dashboard/.
+ * - "Will it fit?" asked again when a form's cloud-dependent part was swapped in.
  * - Small helpers: copy buttons, confirm before submit, one submit per click, tabs.
  * Every page works without it; a reload always shows the truth.
  */
@@ -24,6 +25,28 @@
   }
   document.addEventListener("htmx:afterSettle", function () {
     if (liveState.state) setLiveStatus(liveState.state, liveState.text);
+  });
+
+  // "Will it fit?" (#fit-verdict, hx-trigger "cp-fit-refresh from:body" with a delay that debounces): asked
+  // again when a field of its form changes or is typed in. A field that itself re-renders part of the form
+  // (the cloud and project selects: hx-post/hx-get) asks once that part was swapped in, not before: the page's
+  // sync views run one at a time, and the refresh must not wait behind a verdict on the old choices.
+  function askFit() {
+    if (window.htmx && document.getElementById("fit-verdict")) window.htmx.trigger(document.body, "cp-fit-refresh");
+  }
+  ["change", "input"].forEach(function (type) {
+    document.addEventListener(type, function (event) {
+      var field = event.target;
+      var verdict = document.getElementById("fit-verdict");
+      if (!verdict || !field.form || !field.form.contains(verdict)) return;
+      if (field.hasAttribute("hx-post") || field.hasAttribute("hx-get")) return;
+      askFit();
+    });
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var detail = event.detail || {};
+    var ids = [detail.elt && detail.elt.id, detail.target && detail.target.id];
+    if (ids.indexOf("launch-choices") >= 0 || ids.indexOf("submit-cloud-fields") >= 0) askFit();
   });
 
   // ------------------------------------------------------------------ a websocket that resumes

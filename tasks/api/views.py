@@ -6,7 +6,7 @@ from django.conf import settings
 from django.http.request import RawPostDataException
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -16,6 +16,7 @@ from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import RequestTooLarge
 from cloudpivot.pagination import NewestFirst
 from cloudpivot.parsers import BoundedJSONParser, YAMLParser
+from clusters.api.fit import DRY_RUN, FitVerdictSerializer, dry_run
 from tasks import selectors, services
 from tasks.api.serializers import (
     AttemptCompareSerializer,
@@ -33,6 +34,7 @@ from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
 from tasks.filtersets import TaskFilterSet
 from tasks.models import LogStream, Task
 from tasks.services.attempts import MAX_ATTEMPTS
+from tasks.services.fit import task_fit
 from tasks.specs import TaskSpecSerializer
 
 
@@ -99,14 +101,22 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         request={"application/json": TaskSpecSerializer, "application/yaml": TaskSpecSerializer},
-        responses={201: TaskSerializer, 200: TaskSerializer},
+        responses={
+            201: TaskSerializer,
+            200: PolymorphicProxySerializer(
+                component_name="TaskOrFitVerdict",
+                serializers=[TaskSerializer, FitVerdictSerializer],
+                resource_type_field_name=None,
+            ),
+        },
         parameters=[
+            DRY_RUN,
             OpenApiParameter(
                 "Idempotency-Key",
                 str,
                 OpenApiParameter.HEADER,
                 description="The same key and body return the same task (200, Idempotent-Replayed: true).",
-            )
+            ),
         ],
         examples=[
             OpenApiExample(
@@ -117,7 +127,8 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
         ],
     )
     def create(self, request: Request) -> Response:
-        """Submit a task. The same Idempotency-Key and body return the same task; another body is a 409."""
+        """Submit a task. The same Idempotency-Key and body return the same task; another body is a 409.
+        With dry_run=true: 200 with whether it would start now, wait or never fit; nothing is created."""
         try:
             size = len(request.body)
         except RawPostDataException:  # a cookie session's CSRF check parsed the body first (request.POST)
@@ -127,6 +138,8 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
                 f"the task document is {size} bytes; at most {settings.SPEC_MAX_BYTES} are accepted",
                 errors=[{"field": "", "message": f"request body too large ({size} bytes)"}],
             )
+        if dry_run(request):
+            return Response(task_fit(user=request.user, document=request.data).as_dict())
         task, created = services.task_submit(
             user=request.user, document=request.data, idempotency_key=idempotency_key(request)
         )

@@ -10,8 +10,10 @@ from django.db import IntegrityError, transaction
 
 from cloudpivot import realtime
 from cloudpivot.accounts import quotas
+from cloudpivot.accounts.models import Project
 from cloudpivot.accounts.project_secrets import secret_references_check
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
+from clusters.models import CloudConnection
 from clusters.selectors import submission_target
 from clusters.task_checks import task_spec_check
 from tasks import dispatch
@@ -34,13 +36,8 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
         existing = _task_for_key(user=user, key=idempotency_key, digest=digest)
         if existing:
             return existing, False
-    spec = spec_normalize(document)
-    connection, project = submission_target(user=user, cloud_id=spec["cloud"], slug=spec.get("project"))
-    if spec.get("secrets"):
-        secret_references_check(project_id=project.pk, references=spec["secrets"])
-    spec = task_spec_check(connection=connection, project=project, spec=spec)  # the cloud's checks, the footprint
+    spec, connection, project = task_document_check(user=user, document=document)
     quotas.check_can_ever_fit(project=project, connection_id=connection.pk, footprint=quotas.task_footprint(spec))
-    spec["project"] = project.slug
     try:
         with transaction.atomic():  # one write transaction: the task, born with its first event
             task = Task.objects.create(
@@ -74,6 +71,18 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
             raise
         return existing, False
     return task, True
+
+
+def task_document_check(*, user: AbstractBaseUser, document: Any) -> tuple[dict[str, Any], CloudConnection, Project]:
+    """The checks of a submission that refuse a bad document (400/403/404 naming the field), before any quota:
+    the normalized spec with its real `resources`, and where it would run. Shared with the dry run (fit.py)."""
+    spec = spec_normalize(document)
+    connection, project = submission_target(user=user, cloud_id=spec["cloud"], slug=spec.get("project"))
+    if spec.get("secrets"):
+        secret_references_check(project_id=project.pk, references=spec["secrets"])
+    spec = task_spec_check(connection=connection, project=project, spec=spec)  # the cloud's checks, the footprint
+    spec["project"] = project.slug
+    return spec, connection, project
 
 
 def _task_for_key(*, user: AbstractBaseUser, key: str, digest: str) -> Task | None:

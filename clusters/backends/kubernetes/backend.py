@@ -20,7 +20,7 @@ from clusters.backends.base import (
     LogPiece,
     Observation,
 )
-from clusters.backends.kubernetes import figures, inventory, logs, task_secrets
+from clusters.backends.kubernetes import figures, fit, inventory, logs, task_secrets
 from clusters.backends.kubernetes.claims import claim_errors
 from clusters.backends.kubernetes.client import KubeApiError, KubeClient
 from clusters.backends.kubernetes.kubevirt_support import SNAPSHOT_API, snapshot_support
@@ -82,6 +82,11 @@ class KubernetesBackend(ExecutionBackend):
     def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
         """The task's requests/limits: what it asked, else the connection's `default_resources` (its footprint)."""
         return resources_with_defaults(spec.get("resources") or {}, self.options)
+
+    def fit_limits(self, asked: dict[str, Any]) -> tuple[list, list[str]]:
+        """ResourceQuotas, LimitRanges and node allocatable of the namespace and cluster (fit.py)."""
+        node_selector = dict(self.options.get("node_selector") or {}) | dict(asked.get("node_selector") or {})
+        return fit.fit_limits(self.client, asked, node_selector=node_selector)
 
     def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:
         """The claims the project's task may not mount (claims.py): one read per claim it names."""

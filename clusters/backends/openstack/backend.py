@@ -21,10 +21,11 @@ from clusters.backends.base import (
     BackendError,
     ExecutionBackend,
     ExternalRef,
+    FitLimit,
     Health,
     Observation,
 )
-from clusters.backends.openstack import checks, cloudinit, inventory
+from clusters.backends.openstack import checks, cloudinit, fit, inventory
 from clusters.backends.openstack.client import (
     META_ATTEMPT,
     META_INSTALLATION,
@@ -201,6 +202,17 @@ class OpenStackBackend(ExecutionBackend):
 
     def learned_facts(self) -> dict[str, Any]:
         return dict(self._learned)
+
+    def fit_limits(self, asked: dict[str, Any]) -> tuple[list, list[str]]:
+        """The project's compute quota and the flavor against the largest host (fit.py). A task's server is
+        of the connection's flavor; an instance's names its own (`asked["flavor"]`, with its disk_gb)."""
+        if not asked.get("flavor"):
+            name = self.options["flavor"]
+            found = self.client.call(f"finding flavor {name}", self.client.conn().compute.find_flavor, name)
+            if found is None:
+                return [FitLimit("flavor", 1, None, 0, f"flavor {name} of the {self.connection.cloud_id} cloud")], []
+            asked = {**asked, "flavor": name, "disk_gb": found.disk or 0}
+        return fit.fit_limits(self.client, asked)
 
     def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:
         """The image must not be another project's snapshot (clusters.ownership, the instances' rule too).
