@@ -133,6 +133,8 @@ class Attempt(BaseModel):
             models.Index(
                 fields=["cleanup_state"], name="tasks_attempt_cleanup", condition=Q(cleanup_state=CleanupState.PENDING)
             ),
+            # The cloud page's phase percentiles read the attempts admitted in the last day (tasks/phases.py).
+            models.Index(fields=["-admitted_at"], name="tasks_attempt_admitted"),
         ]
 
     def __str__(self) -> str:

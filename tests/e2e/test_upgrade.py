@@ -3,9 +3,9 @@ rolling restart of every process, web, workers, host agent, one at a time.
 
 The installation is the test's own (tests/e2e/installation.py): two web processes on one port, two qclusters,
 the host agent run as a service, on a database of its own (the test run's kind: SQLite or PostgreSQL) and
-Redis. The pending migration is real: the installation is first taken back one step on `tasks` (0007 adds an
-index to the task table, the busiest one), so `migrate` during the upgrade has that index to build on a
-table the running tasks write to. What this cannot show is old code beside new code: both sides of the
+Redis. The pending migration is real: the installation is first taken back one step on `tasks` (its last
+migration, which must be an index alone), so `migrate` during the upgrade builds that index on a table the
+running tasks write to. What this cannot show is old code beside new code: both sides of the
 restart run this tree; it shows that a release's migrations apply under a live installation and that every
 process can be replaced under running tasks.
 
@@ -30,7 +30,21 @@ from tests.e2e.installation import (
 )
 
 pytestmark = [pytest.mark.e2e]
-PENDING_MIGRATION = ("tasks", "0006_admission_index", "0007_project_state_index")
+
+
+def pending_migration() -> tuple[str, str, str]:
+    """The last migration of `tasks`, which the release being installed brings. The same tree runs before and
+    after it here, so it must be one the code runs beside while it is still unapplied: an index only."""
+    from django.db import migrations
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    last, before = sorted(name for app, name in loader.disk_migrations if app == "tasks")[-1:-3:-1]
+    operations = loader.disk_migrations[("tasks", last)].operations
+    assert all(isinstance(op, migrations.AddIndex) for op in operations), (
+        f"tasks.{last} is not an index alone: give this test another index-only migration to apply under load"
+    )
+    return "tasks", before, last
 
 
 @pytest.fixture
@@ -54,7 +68,7 @@ def installation(tmp_path):
 
 def test_migrate_then_rolling_restart_under_running_tasks(installation, tmp_path):
     site = installation
-    app, before, pending = PENDING_MIGRATION
+    app, before, pending = pending_migration()
     site.set_up()
     site.manage("migrate", app, before, "-v", "0")  # the release being installed brings `pending`
     site.start_web(2)
