@@ -114,6 +114,16 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
             ),
         },
     ),
+    507: (
+        "The disk holding CloudPivot's database is full (any operation that writes): nothing was changed; an "
+        "operator must free space. `Retry-After` says when to ask again.",
+        {
+            "storage_full": _error(
+                "storage_full",
+                "the server's storage is full: nothing was changed; an operator must free space, then try again",
+            )
+        },
+    ),
 }
 
 # (method, path pattern) → statuses beyond 400/401/404, from the services each operation calls.
@@ -151,6 +161,8 @@ def error_responses(*statuses: int) -> dict[str, Any]:
 
 def _statuses_for(method: str, path: str, operation: dict[str, Any]) -> list[int]:
     found = {401, 503}  # 503: the database away (cloudpivot/unavailable.py), on every operation
+    if method != "GET":
+        found.add(507)  # the database's disk full (cloudpivot/unavailable.py), on every write
     if "{" in path:
         found.add(404)
     if operation.get("requestBody") or any(p.get("in") == "query" for p in operation.get("parameters", [])):
