@@ -22,6 +22,23 @@ class ApiTokenForm(FieldErrorsMixin, forms.Form):
     )
 
 
+class SshKeyForm(FieldErrorsMixin, forms.Form):
+    name = forms.CharField(label="Key name", max_length=64, help_text="How instances name it: laptop, work-desktop…")
+    public_key = forms.CharField(
+        label="Public key",
+        max_length=20000,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off"}),
+        help_text="One line from a .pub file, e.g. ~/.ssh/id_ed25519.pub (never the private key).",
+    )
+
+    def forget_public_key(self) -> None:
+        """A refused key is not shown again: it may be a private key pasted by mistake."""
+        if "public_key" in self.errors:
+            self.data = self.data.copy()
+            self.data["public_key"] = ""
+
+
 class EmailPreferenceForm(FieldErrorsMixin, forms.ModelForm):
     class Meta:
         model = EmailPreference
