@@ -22,7 +22,10 @@ class SshKeySerializer(serializers.ModelSerializer):
 class SshKeyCreateInputSerializer(JSONTypes, serializers.Serializer):
     name = serializers.CharField(max_length=64, help_text="Unique among your keys; instance creates name it.")
     public_key = serializers.CharField(
-        max_length=20000, trim_whitespace=False, help_text="One OpenSSH public key line (a .pub file's contents)."
+        max_length=20000,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="One OpenSSH public key line (a .pub file's contents).",
     )
 
 
