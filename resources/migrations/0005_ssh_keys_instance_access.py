@@ -4,30 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('resources', '0004_orphanfinding_moved_to_orphans'),
+        ("resources", "0004_orphanfinding_moved_to_orphans"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='instance',
-            name='address',
-            field=models.CharField(blank=True, help_text='The address the cloud reports, as last seen.', max_length=64),
+            model_name="instance",
+            name="address",
+            field=models.CharField(blank=True, help_text="The address the cloud reports, as last seen.", max_length=64),
         ),
         migrations.AddField(
-            model_name='instance',
-            name='authorized_keys',
+            model_name="instance",
+            name="authorized_keys",
             field=models.TextField(blank=True, help_text="Those keys' lines, as the guest gets them."),
         ),
         migrations.AddField(
-            model_name='instance',
-            name='login_user',
-            field=models.CharField(blank=True, help_text='The user cloud-init makes for the keys.', max_length=32),
+            model_name="instance",
+            name="login_user",
+            field=models.CharField(blank=True, help_text="The user cloud-init makes for the keys.", max_length=32),
         ),
         migrations.AddField(
-            model_name='instance',
-            name='ssh_keys',
-            field=models.JSONField(blank=True, default=list, help_text="The owner's keys it was given at create: [{name, fingerprint}]."),
+            model_name="instance",
+            name="ssh_keys",
+            field=models.JSONField(
+                blank=True, default=list, help_text="The owner's keys it was given at create: [{name, fingerprint}]."
+            ),
         ),
     ]

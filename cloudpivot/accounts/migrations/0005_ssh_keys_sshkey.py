@@ -6,28 +6,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_project_secret'),
+        ("accounts", "0004_project_secret"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SshKey',
+            name="SshKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=64)),
-                ('key_type', models.CharField(editable=False, max_length=64)),
-                ('public_key', models.TextField(help_text='One OpenSSH public key line: type, base64 and an optional comment.')),
-                ('fingerprint', models.CharField(editable=False, max_length=80)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ssh_keys', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.CharField(max_length=64)),
+                ("key_type", models.CharField(editable=False, max_length=64)),
+                (
+                    "public_key",
+                    models.TextField(help_text="One OpenSSH public key line: type, base64 and an optional comment."),
+                ),
+                ("fingerprint", models.CharField(editable=False, max_length=80)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="ssh_keys",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['user', 'name'],
-                'constraints': [models.UniqueConstraint(fields=('user', 'name'), name='accounts_sshkey_unique_name'), models.UniqueConstraint(fields=('user', 'fingerprint'), name='accounts_sshkey_unique_key')],
+                "ordering": ["user", "name"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("user", "name"), name="accounts_sshkey_unique_name"),
+                    models.UniqueConstraint(fields=("user", "fingerprint"), name="accounts_sshkey_unique_key"),
+                ],
             },
         ),
     ]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from django import forms
 
 from cloudpivot.accounts.models import Role
+from cloudpivot.accounts.ssh_keys import parse_public_key
+from cloudpivot.exceptions import InvalidSpec
 from cloudpivot.form_errors import FieldErrorsMixin
 from notifications.models import EmailPreference
 
@@ -31,6 +33,19 @@ class SshKeyForm(FieldErrorsMixin, forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off"}),
         help_text="One line from a .pub file, e.g. ~/.ssh/id_ed25519.pub (never the private key).",
     )
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("auto_id", "ssh_key_%s")  # the token form on the same page has a `name` too
+        super().__init__(*args, **kwargs)
+
+    def clean_public_key(self) -> str:
+        """Checked here too, so a private key is refused (and dropped) even when the name is wrong as well."""
+        value = self.cleaned_data["public_key"]
+        try:
+            parse_public_key(value)
+        except InvalidSpec as exc:
+            raise forms.ValidationError(exc.errors[0]["message"]) from None
+        return value
 
     def forget_public_key(self) -> None:
         """A refused key is not shown again: it may be a private key pasted by mistake."""
