@@ -8,6 +8,7 @@ and what shape each value has. docs/backends/*.md describe what they mean.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from clusters.choices import BackendKind
@@ -40,6 +41,9 @@ KNOWN: dict[str, dict[str, str]] = {
         "retention": TEXT,
         "boot_deadline_seconds": WHOLE,
         "api_timeout_seconds": NUMBER,
+        # how users reach instances by SSH (docs/resources.md#ssh-access)
+        "ssh_user": TEXT,
+        "ssh_jump_host": TEXT,
     },
     BackendKind.KUBERNETES: {
         "context": TEXT,
@@ -62,11 +66,17 @@ KNOWN: dict[str, dict[str, str]] = {
         "vm_flavors": MAPPING,
         "vm_images": MAPPING,
         "vm_root_disk": TEXT,  # "containerdisk" or an object; checked below
+        "ssh_user": TEXT,
+        "ssh_jump_host": TEXT,
     },
     BackendKind.LOCAL: {"run_as": TEXT, "runs_dir": TEXT},
 }
 LISTS_OF_OBJECTS = {"tolerations", "allowed_tolerations"}
 RETENTION = ("delete", "keep")
+SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+JUMP_HOST = re.compile(  # [user@]host[:port]; never starting with '-', so it cannot become an ssh option
+    r"^(?:[a-z_][a-z0-9_.-]{0,31}@)?(?:[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
+)
 
 
 def option_errors(backend: str, options: Any) -> list[tuple[str, str]]:
@@ -99,6 +109,10 @@ def _shape_problem(key: str, shape: str, value: Any) -> str:
     if key == "vm_root_disk":
         ok = value == "containerdisk" or isinstance(value, dict)
         return "" if ok else '\'vm_root_disk\' must be "containerdisk" or an object like {"size_gb": 10}'
+    if key == "ssh_user" and not (isinstance(value, str) and SSH_USER.match(value)):
+        return "'ssh_user' must be a Linux user name (lower-case letters, digits, '_' and '-'; at most 32)"
+    if key == "ssh_jump_host" and not (isinstance(value, str) and JUMP_HOST.match(value)):
+        return "'ssh_jump_host' must be [user@]host[:port], as `ssh -J` takes it"
     if key == "retention" and value not in RETENTION:
         return f"'retention' must be one of {', '.join(RETENTION)}, not {value!r}"
     ok = {

@@ -25,7 +25,9 @@ RESOURCES = {"instances": "instances", "vcpus": "cpu", "memory_mb": "memory_mb",
 
 
 def instance_fit(*, user: AbstractBaseUser, data: dict[str, Any], image_needed: bool = True) -> fit.Verdict:
-    connection, project, flavor, _image, asked = instance_create_check(user=user, data=data, image_needed=image_needed)
+    connection, project, flavor, _image, asked, _keys = instance_create_check(
+        user=user, data=data, image_needed=image_needed
+    )
     held = None
     for quota in quotas_for(project_id=project.pk, connection_id=connection.pk):
         used = quotas.instance_usage(project_id=project.pk, connection_id=quota.connection_id)

@@ -25,12 +25,21 @@ class InstanceLaunchForm(FieldErrorsMixin, forms.Form):
     )
     flavor = forms.CharField(label="Size", max_length=100, error_messages={"required": "Choose a size."})
     image = forms.CharField(label="Image", max_length=255, error_messages={"required": "Choose an image."})
+    ssh_keys = forms.MultipleChoiceField(
+        label="SSH keys",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Your keys from Settings; the instance's login user gets the ones ticked.",
+    )
     idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=200)
 
-    def __init__(self, *args: Any, clouds: list[str], projects: list[str], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, clouds: list[str], projects: list[str], ssh_keys: list[tuple[str, str]], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.fields["cloud"].choices = [(c, c) for c in clouds]
         self.fields["project"].choices = [(p, p) for p in projects]
+        self.fields["ssh_keys"].choices = ssh_keys
 
     def add_field_errors(self, errors: dict[str, Any]) -> None:
         """A serializer's errors ({field: [messages]}) next to the fields they name."""

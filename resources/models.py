@@ -49,6 +49,12 @@ class Instance(BaseModel):
     )
     server_id = models.CharField(max_length=64, blank=True, help_text="The cloud's id (a Nova server UUID).")
     root_volume_ref = models.CharField(max_length=64, blank=True, help_text="Kept on delete unless purged.")
+    ssh_keys = models.JSONField(
+        default=list, blank=True, help_text="The owner's keys it was given at create: [{name, fingerprint}]."
+    )
+    authorized_keys = models.TextField(blank=True, help_text="Those keys' lines, as the guest gets them.")
+    login_user = models.CharField(max_length=32, blank=True, help_text="The user cloud-init makes for the keys.")
+    address = models.CharField(max_length=64, blank=True, help_text="The address the cloud reports, as last seen.")
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -17,11 +17,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from cloudpivot.accounts.models import Role
+from cloudpivot.accounts.models import Role, SshKey
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import ApplicationError, NotFound, PermissionDenied
 from clusters.metrics.series import instance_charts
 from resources import selectors, services
+from resources.access import instance_ssh_command, jump_host
 from resources.api.serializers import InstanceCreateSerializer, SnapshotRestoreSerializer
 from resources.choices import (
     ALLOWED_FROM,
@@ -82,7 +83,12 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
     choices = launch_choices(
         user=request.user, clouds=clouds, cloud=source.get("cloud", ""), project=source.get("project", "")
     )
-    options = {"clouds": [c.cloud_id for c in clouds], "projects": [p.slug for p in choices.projects]}
+    keys = SshKey.objects.filter(user=request.user).order_by("name")
+    options = {
+        "clouds": [c.cloud_id for c in clouds],
+        "projects": [p.slug for p in choices.projects],
+        "ssh_keys": [(key.name, f"{key.name} ({key.fingerprint})") for key in keys],
+    }
     status = 200
     if request.method == "POST" and not source.get("refresh"):
         form = InstanceLaunchForm(request.POST, **options)
@@ -100,6 +106,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         if choices.connection is not None:
             project = choices.project.slug if choices.project else ""
             initial |= {"cloud": choices.connection.cloud_id, "project": project}
+        initial["ssh_keys"] = source.getlist("ssh_keys") if "ssh_keys" in source else [k.name for k in keys]
         form = InstanceLaunchForm(initial=initial | {"idempotency_key": new_idempotency_key()}, **options)
     chosen = {name: form[name].value() or "" for name in ("flavor", "image")}
     if not chosen["flavor"]:  # preselect the smallest size that fits
@@ -151,7 +158,10 @@ def _launch(request: HttpRequest, form: InstanceLaunchForm):
         return None
     try:
         operation, _ = services.instance_create(
-            user=request.user, data=dict(serializer.validated_data), idempotency_key=key, snapshot=snapshot
+            user=request.user,
+            data=dict(serializer.validated_data) | {"ssh_keys": form.cleaned_data["ssh_keys"]},
+            idempotency_key=key,
+            snapshot=snapshot,
         )
     except ApplicationError as exc:
         if snapshot is not None and exc.errors is None and exc.code != "quota_exceeded":
@@ -173,6 +183,8 @@ def _detail_context(request: HttpRequest, instance: Instance) -> dict[str, Any]:
     ]
     return {
         "instance": instance,
+        "ssh_command": instance_ssh_command(instance),
+        "jump_host": jump_host(instance.connection),
         "badge": STATUS_BADGE.get(instance.status, "grey"),
         "in_flight": in_flight,
         "can_act": can_act,

@@ -73,6 +73,36 @@ class ApiToken(BaseModel):
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 
+class SshKey(BaseModel):
+    """An SSH public key a user keeps in their settings; new instances of theirs get the ones they choose.
+
+    Only the public half is ever accepted (cloudpivot.accounts.ssh_keys refuses private keys); the
+    fingerprint (SHA256, as `ssh-keygen -l` prints it) is how people recognise a key.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=64)
+    key_type = models.CharField(max_length=64, editable=False)
+    public_key = models.TextField(help_text="One OpenSSH public key line: type, base64 and an optional comment.")
+    fingerprint = models.CharField(max_length=80, editable=False)
+
+    class Meta:
+        ordering = ["user", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], name="%(app_label)s_%(class)s_unique_name"),
+            models.UniqueConstraint(fields=["user", "fingerprint"], name="%(app_label)s_%(class)s_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint})"
+
+    @property
+    def comment(self) -> str:
+        """The key line's comment (often user@host), if it has one."""
+        parts = self.public_key.split(None, 2)
+        return parts[2] if len(parts) > 2 else ""
+
+
 class Quota(BaseModel):
     """Limits for one project, on one connection or (connection empty) across all of them. Empty = no limit."""
 

@@ -7,10 +7,12 @@ from cloudpivot.accounts.portal import settings_pages as personal_settings
 
 app_name = "accounts"
 urlpatterns = [
-    # Personal settings: API tokens and email notifications.
+    # Personal settings: API tokens, SSH public keys and email notifications.
     path("settings/", personal_settings.settings_page, name="settings"),
     path("settings/tokens/", personal_settings.token_create, name="token_create"),
     path("settings/tokens/<int:token_id>/revoke", personal_settings.token_revoke, name="token_revoke"),
+    path("settings/ssh-keys/", personal_settings.ssh_key_add, name="ssh_key_add"),
+    path("settings/ssh-keys/<int:key_id>/delete", personal_settings.ssh_key_remove, name="ssh_key_remove"),
     path("settings/notifications", personal_settings.email_preferences_save, name="email_preferences"),
     # Projects: members and roles, quotas with use, links to webhooks.
     path("projects/", project_pages.project_list, name="project_list"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from cloudpivot.json_types import JSONTypes
+from resources.access import instance_ssh_command
 from resources.choices import INSTANCE_ACTIONS
 from resources.models import Instance, Operation, Snapshot
 
@@ -44,6 +45,9 @@ class InstanceSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     cloud = serializers.CharField(source="connection.cloud_id", read_only=True)
     operation = OperationSerializer(read_only=True, allow_null=True)
+    ssh_command = serializers.SerializerMethodField(
+        help_text="Ready to copy once the instance has an address and keys (through the jump host, if any)."
+    )
 
     class Meta:
         model = Instance
@@ -67,9 +71,16 @@ class InstanceSerializer(serializers.ModelSerializer):
             "observed_at",
             "operation",
             "server_id",
+            "address",
+            "login_user",
+            "ssh_keys",
+            "ssh_command",
             "created_at",
             "deleted_at",
         ]
+
+    def get_ssh_command(self, instance: Instance) -> str:
+        return instance_ssh_command(instance)
 
 
 class SnapshotSerializer(serializers.ModelSerializer):
@@ -108,6 +119,12 @@ class InstanceCreateSerializer(JSONTypes, serializers.Serializer):
     vcpus = serializers.IntegerField(min_value=1, required=False, help_text="… or vCPU and memory_mb")
     memory_mb = serializers.IntegerField(min_value=1, required=False)
     image = serializers.CharField(max_length=255)
+    ssh_keys = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=50,
+        help_text="Names of your SSH keys the instance gets (omitted: all your keys; [] for none).",
+    )
 
     def validate(self, attrs):
         if attrs.get("flavor") and (attrs.get("vcpus") or attrs.get("memory_mb")):

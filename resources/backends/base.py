@@ -46,6 +46,7 @@ class ServerView:
     fault: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     source: str = "Nova"  # who reported it, in reasons: "Nova: SHUTOFF", "KubeVirt: Stopped"
+    address: str = ""  # where users reach it (a floating or fixed IP, the VMI's interface), "" while it has none
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class CreateRequest:
     name: str
     flavor_id: str
     image: str
+    user_data: str = ""  # a #cloud-config document (resources.access: the owner's SSH keys), "" for none
 
 
 class InstanceBackend:

@@ -58,6 +58,7 @@ ANNOTATION_NAME = "cloudpivot.io/instance-name"
 LAST_RESTORE = "restore.kubevirt.io/lastRestoreUID"  # "<restore name>-<restore uid>", set by the restore controller
 NOT_SERVED = "VM instances not available on this cluster"
 ROOT_DISK = "rootdisk"
+CLOUD_INIT_DISK = "cloudinitdisk"
 
 DEFAULT_FLAVORS: dict[str, dict[str, int]] = {
     "small": {"vcpus": 1, "memory_mb": 2048},
@@ -290,6 +291,11 @@ class KubeVirtInstances(InstanceBackend):
             volumes.append({"name": ROOT_DISK, "dataVolume": {"name": f"{name}-root"}})
         else:
             volumes.append({"name": ROOT_DISK, "containerDisk": {"image": request.image}})
+        if request.user_data:  # the owner's SSH keys (resources.access): cloud-init's NoCloud source
+            spec["template"]["spec"]["domain"]["devices"]["disks"].append(
+                {"name": CLOUD_INIT_DISK, "disk": {"bus": "virtio"}}
+            )
+            volumes.append({"name": CLOUD_INIT_DISK, "cloudInitNoCloud": {"userData": request.user_data}})
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "VirtualMachine",

@@ -120,6 +120,7 @@ def vm_view(vm: dict[str, Any], restored_from: str = "", vmi: dict[str, Any] | N
         flavor=annotations.get(ANNOTATION_FLAVOR, ""),
         fault=fault,
         source="KubeVirt",
+        address=vmi_address(vmi),
         evidence={
             "printable_status": raw or None,
             "run_strategy": strategy,
@@ -133,3 +134,12 @@ def vm_view(vm: dict[str, Any], restored_from: str = "", vmi: dict[str, Any] | N
             **({"restored_from": restored_from} if restored_from else {}),
         },
     )
+
+
+def vmi_address(vmi: dict[str, Any] | None) -> str:
+    """The first address KubeVirt reports on the VMI's interfaces (the guest agent's or the pod network's)."""
+    for interface in ((vmi or {}).get("status") or {}).get("interfaces") or []:
+        for address in [interface.get("ipAddress"), *(interface.get("ipAddresses") or [])]:
+            if address:
+                return str(address).split("/", 1)[0]
+    return ""

@@ -8,6 +8,7 @@ local object: its wait helpers return at once when the local copy already shows 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from django.conf import settings
@@ -211,6 +212,8 @@ class OpenStackInstances(InstanceBackend):
             },
             "tags": [installation_tag(), instance_tag(request.instance_id)],
         }
+        if request.user_data:  # Nova takes it base64-encoded; it reaches the guest's metadata service
+            arguments["user_data"] = base64.b64encode(request.user_data.encode()).decode()
         arguments |= self.client.placement_arguments()
         server = self._call(f"creating server {request.name}", conn.compute.create_server, **arguments)
         return server.id
@@ -308,4 +311,19 @@ def _view(server: Any) -> ServerView:
         flavor=flavor.get("original_name") or flavor.get("id") or "" if isinstance(flavor, dict) else "",
         fault=fault,
         evidence=evidence,
+        address=server_address(server),
     )
+
+
+def server_address(server: Any) -> str:
+    """The address users reach: a floating IP first, then a fixed one (IPv4 before IPv6), then the
+    access address an operator set on the server (accessIPv4/accessIPv6)."""
+    found: list[tuple[int, str]] = []
+    for entries in (server.addresses or {}).values():
+        for entry in entries or []:
+            if isinstance(entry, dict) and entry.get("addr"):
+                floating = entry.get("OS-EXT-IPS:type") == "floating"
+                found.append(((0 if floating else 2) + (0 if entry.get("version", 4) == 4 else 1), entry["addr"]))
+    if found:
+        return min(found)[1]
+    return server.access_ipv4 or server.access_ipv6 or ""

@@ -80,10 +80,10 @@ def _observe(instance: Instance, view, backend) -> int:
         return _guest_stopped(instance, view, backend)
     reason = server_reason(view)
     if view.status == instance.status and (reason == instance.status_reason or _kept_reason(instance, reason)):
-        _as_read(instance).update(observed_at=now)
+        _as_read(instance).update(observed_at=now, address=view.address)
         return 0
     written = _as_read(instance).update(
-        status=view.status, status_reason=reason, status_changed_at=now, observed_at=now
+        status=view.status, status_reason=reason, status_changed_at=now, observed_at=now, address=view.address
     )
     if not written:
         return 0  # the row changed while the cloud was read: this observation is stale

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 
 from cloudpivot.accounts.models import Project
 from cloudpivot.accounts.selectors import project_for_submission
+from cloudpivot.accounts.ssh_keys import keys_for_instance
 from cloudpivot.exceptions import (
     ApplicationError,
     Conflict,
@@ -32,6 +33,7 @@ from clusters.models import CloudConnection
 from clusters.ownership import check_image_for_project
 from clusters.selectors import connection_for_user, connection_granted, grant_withdrawn_words
 from resources import dispatch, quotas
+from resources.access import login_user
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
 from resources.choices import (
@@ -135,7 +137,8 @@ def instance_create(
     *, user: AbstractBaseUser, data: dict[str, Any], idempotency_key: str = "", snapshot: Snapshot | None = None
 ) -> tuple[Operation, bool]:
     """A new instance (Pending) and its create Operation. `data`: name, cloud, project?, image, and
-    either flavor or vcpus + memory_mb (the smallest fitting flavor is chosen, within the site limits).
+    either flavor or vcpus + memory_mb (the smallest fitting flavor is chosen, within the site limits);
+    ssh_keys? (names of the user's keys; omitted: all of them, resources.access).
 
     With `snapshot`, the image is the snapshot's and the project must be the snapshot's own.
     """
@@ -143,7 +146,7 @@ def instance_create(
     existing = _operation_for_key(user=user, key=idempotency_key, digest=digest)
     if existing:
         return existing, False
-    connection, project, flavor, image, asked = instance_create_check(user=user, data=data, snapshot=snapshot)
+    connection, project, flavor, image, asked, keys = instance_create_check(user=user, data=data, snapshot=snapshot)
 
     def make() -> Operation:
         _lock(connection.pk, project.pk)
@@ -162,11 +165,14 @@ def instance_create(
             memory_mb=flavor.memory_mb,
             disk_gb=flavor.disk_gb,
             image=image,
+            ssh_keys=[{"name": key.name, "fingerprint": key.fingerprint} for key in keys],
+            authorized_keys="\n".join(key.public_key for key in keys),
+            login_user=login_user(connection),
             desired_power_state=PowerState.RUNNING,
             status=InstanceStatus.PENDING,
             status_reason="waiting for the create operation",
         )
-        params = {"flavor": flavor.name, "flavor_id": flavor.id, "image": image}
+        params = {"flavor": flavor.name, "flavor_id": flavor.id, "image": image, "ssh_keys": [k.name for k in keys]}
         if snapshot is not None:
             params["snapshot"] = str(snapshot.pk)
         operation = Operation.objects.create(
@@ -187,10 +193,11 @@ def instance_create(
 
 def instance_create_check(
     *, user: AbstractBaseUser, data: dict[str, Any], snapshot: Snapshot | None = None, image_needed: bool = True
-) -> tuple[CloudConnection, Project, Any, str, quotas.InstanceFootprint]:
+) -> tuple[CloudConnection, Project, Any, str, quotas.InstanceFootprint, list]:
     """The checks of a create that refuse a bad request (400/403/404 naming the field), before quotas:
-    (connection, project, flavor, image id, footprint). Shared with the dry run (resources.fit); without
-    `image_needed` (the launch form's verdict while no image is chosen yet) an empty image is not looked up."""
+    (connection, project, flavor, image id, footprint, the owner's SSH keys to give it). Shared with the dry
+    run (resources.fit); without `image_needed` (the launch form's verdict while no image is chosen yet) an
+    empty image is not looked up."""
     if snapshot is not None:
         if snapshot.status != SS.AVAILABLE:
             raise InvalidState(f"snapshot {snapshot.name} is {snapshot.status}; only an available one restores")
@@ -203,6 +210,7 @@ def instance_create_check(
     else:
         connection = connection_for_user(user=user, cloud_id=data["cloud"])
         project = project_for_submission(user=user, connection=connection, slug=data.get("project"))
+    keys = keys_for_instance(user=user, names=data.get("ssh_keys"))  # the owner's: unknown names are a 400
     backend = _backend(connection)
     if snapshot is not None:
         _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
@@ -226,7 +234,7 @@ def instance_create_check(
     asked = quotas.InstanceFootprint(
         instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
     )
-    return connection, project, flavor, image, asked
+    return connection, project, flavor, image, asked, keys
 
 
 def _foreign_project(snapshot: Snapshot, slug: str, *, field: str = "project") -> ApplicationError:

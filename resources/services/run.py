@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from cloudpivot.crash_points import crash_point
 from clusters.selectors import connection_granted, grant_withdrawn_words
+from resources.access import user_data_for
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
 from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
@@ -158,6 +159,7 @@ class Runner:
                 name=self.instance.name,
                 flavor_id=params["flavor_id"],
                 image=params["image"],
+                user_data=user_data_for(self.instance),
             )
         )
         crash_point("operation.called")  # the server exists, the instance does not name it yet
@@ -318,6 +320,7 @@ class Runner:
             Instance.objects.filter(pk=self.instance.pk).update(
                 status=view.status,
                 status_reason=server_reason(view),
+                address=view.address,
                 observed_at=now,
                 status_changed_at=status_clock(view.status, now),
             )

@@ -37,8 +37,7 @@ BATCH_SECONDS = 0.1  # at most one report per this long: news that comes meanwhi
 # A program's start is reported this long after the fork, so that a short program's start and exit go
 # in one request at once, not its start at once and its exit one batch interval later.
 START_HOLD_SECONDS = 0.03
-# How often output files are looked at while programs run (about 2 stats per attempt: 100 attempts cost ~1 % of
-# a core at this rate), and at once after each report: what was printed while a report was under way goes next.
+# Output files are looked at this often while programs run (100 attempts: ~1 % of a core), and after each report.
 TICK_SECONDS = 0.05
 LONG_POLL_SECONDS = 20.0
 HTTP_TIMEOUT = 10.0
@@ -101,13 +100,12 @@ class Attempt:
         self.agent.mark_dirty()
 
     def save_outbox(self) -> None:
-        """On a full disk the outbox is kept (and sent) from memory and saved on a later tick: the agent goes on."""
         try:
             saved = write_json_if_room(self.path("events.json"), self.outbox)
         except FileNotFoundError:  # the server's cleanup removed a closed attempt's directory
             self.gone = True
             return
-        if not saved and not self.unsaved:
+        if not saved and not self.unsaved:  # a full disk: kept (and sent) from memory, saved on a later tick
             log("%s: no room to save the outbox; kept in memory until there is" % self.name)
         self.unsaved = not saved
 

@@ -2,12 +2,14 @@ from django.urls import re_path
 from rest_framework.routers import SimpleRouter
 
 from cloudpivot.accounts.api.secrets import ProjectSecretDetailApi, ProjectSecretListApi
+from cloudpivot.accounts.api.ssh_keys import SshKeyViewSet
 from cloudpivot.accounts.api.views import ApiTokenViewSet, ProjectViewSet, QuotaViewSet
 
 app_name = "accounts-api"
 router = SimpleRouter()
 router.trailing_slash = "/?"
 router.register("tokens", ApiTokenViewSet, basename="token")
+router.register("ssh-keys", SshKeyViewSet, basename="ssh-key")
 router.register("projects", ProjectViewSet, basename="project")
 router.register("quotas", QuotaViewSet, basename="quota")
 urlpatterns = [

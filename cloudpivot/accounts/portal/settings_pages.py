@@ -1,7 +1,8 @@
 """Personal settings: the user's API tokens (create with an optional expiry, shown once; list; revoke) and
 their email notifications. Tokens are made and revoked by the services the API calls
 (cloudpivot.accounts.services); the email preference is the notifications app's (the API's twin:
-/api/v1/email-preferences). SSH public keys will join this page once a model for them exists.
+/api/v1/email-preferences); and their SSH public keys (add, list with fingerprints, delete), through the
+services /api/v1/ssh-keys uses (cloudpivot.accounts.ssh_keys).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from cloudpivot.accounts.models import ApiToken
-from cloudpivot.accounts.portal.forms import ApiTokenForm, EmailPreferenceForm
+from cloudpivot.accounts.models import ApiToken, SshKey
+from cloudpivot.accounts.portal.forms import ApiTokenForm, EmailPreferenceForm, SshKeyForm
 from cloudpivot.accounts.services import api_token_create, api_token_revoke
+from cloudpivot.accounts.ssh_keys import ssh_key_create, ssh_key_delete
 from cloudpivot.exceptions import ApplicationError
 from notifications.mail import preference
 
@@ -29,6 +32,8 @@ def _context(request: HttpRequest, **forms: Any) -> dict[str, Any]:
         "token_form": forms.get("token_form") or ApiTokenForm(),
         "email_form": forms.get("email_form") or EmailPreferenceForm(instance=preference(request.user)),
         "new_token": forms.get("new_token"),
+        "ssh_keys": SshKey.objects.filter(user=request.user).order_by("name"),
+        "ssh_key_form": forms.get("ssh_key_form") or SshKeyForm(),
     }
 
 
@@ -80,3 +85,29 @@ def email_preferences_save(request: HttpRequest) -> HttpResponse:
     form.save()
     messages.success(request, "Email notifications saved.")
     return redirect("accounts:settings")
+
+
+@login_required
+@require_POST
+def ssh_key_add(request: HttpRequest) -> HttpResponse:
+    form = SshKeyForm(request.POST)
+    if form.is_valid():
+        try:
+            key = ssh_key_create(user=request.user, **form.cleaned_data)
+        except ApplicationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, f"SSH key {key.name} added ({key.fingerprint}).")
+            return redirect(f"{reverse('accounts:settings')}#ssh-keys")
+    form.describe_errors()
+    form.forget_public_key()
+    return render(request, "accounts/settings.html", _context(request, ssh_key_form=form), status=400)
+
+
+@login_required
+@require_POST
+def ssh_key_remove(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = get_object_or_404(SshKey, pk=key_id, user=request.user)  # another user's key: 404
+    ssh_key_delete(key=key)
+    messages.success(request, f"SSH key {key.name} deleted; instances that already have it keep it.")
+    return redirect(f"{reverse('accounts:settings')}#ssh-keys")
