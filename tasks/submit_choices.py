@@ -49,19 +49,11 @@ def submit_choices(
 
     `read_inventory(connection=, kind=)` answers as the cloud page does for this user (the view passes
     clusters.metrics.visibility.inventory_visible), so no image is offered that the user may not see."""
-    connection = connections_visible_to(user=user).filter(cloud_id=cloud_id).first()
-    if connection is None:
-        return SubmitChoices()
-    try:
-        backend = get_backend(connection)
-    except BackendError as exc:
-        return SubmitChoices(connection=connection, problem=exc.message)
-    choices = SubmitChoices(
-        connection=connection,
-        fields=frozenset(backend.task_fields),
-        image_choices=backend.image_choices if "image" in backend.task_fields else "",
-        defaults=backend.task_defaults(),
-    )
+    choices, backend = _cloud_fields(user=user, cloud_id=cloud_id)
+    if backend is None:
+        return choices
+    choices.image_choices = backend.image_choices if "image" in choices.fields else ""
+    connection = choices.connection
     if project is not None and "secrets" in choices.fields:
         choices.secret_names = list(project_secrets(project=project).order_by("name").values_list("name", flat=True))
     if choices.image_choices == "recent":
@@ -78,14 +70,20 @@ def submit_choices(
 
 def fit_choices(*, user: AbstractBaseUser, cloud_id: str) -> SubmitChoices:
     """The fields the cloud runs, without the choices' reads (images, secrets): the fit verdict asks often."""
+    return _cloud_fields(user=user, cloud_id=cloud_id)[0]
+
+
+def _cloud_fields(*, user: AbstractBaseUser, cloud_id: str) -> tuple[SubmitChoices, Any]:
+    """The cloud's fields and defaults for this user, and its backend (None: no such cloud, or it is broken)."""
     connection = connections_visible_to(user=user).filter(cloud_id=cloud_id).first()
     if connection is None:
-        return SubmitChoices()
+        return SubmitChoices(), None
     try:
         backend = get_backend(connection)
     except BackendError as exc:
-        return SubmitChoices(connection=connection, problem=exc.message)
-    return SubmitChoices(connection=connection, fields=frozenset(backend.task_fields), defaults=backend.task_defaults())
+        return SubmitChoices(connection=connection, problem=exc.message), None
+    fields = frozenset(backend.task_fields)
+    return SubmitChoices(connection=connection, fields=fields, defaults=backend.task_defaults()), backend
 
 
 def recent_images(*, user: AbstractBaseUser, connection: CloudConnection) -> list[str]:
