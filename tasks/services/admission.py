@@ -77,7 +77,7 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
        workers can both take the last free slot of a quota. FOR NO KEY UPDATE: it excludes another
        admission as FOR UPDATE would, but not the foreign-key check (FOR KEY SHARE) at the COMMIT
        of a transaction that holds a task row admission waits for (a cancel inserting its
-       notification): with FOR UPDATE the two deadlocked.
+       feed entry): with FOR UPDATE the two deadlocked.
     2. Walk the queue heads oldest first. A task that does not fit waits with the reason, and
        so does every later task of its project (first in, first admitted). A task whose
        admission fails (a bad row) is skipped with an `error` event; the others go on.

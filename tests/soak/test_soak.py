@@ -2,10 +2,11 @@
 and a rolling restart of every web process, every qcluster and every host agent during the run; then 0 lost,
 0 duplicated (cloud objects and program runs), every log byte-complete. The driver: tests/soak/soak.py.
 
-The suite runs a short one (SOAK_TASKS, default 40, 3 of them on the development OpenStack); `make soak` runs the
-long one (SOAK_TASKS=1000) and prints its figures (docs/benchmarks.md, "Soak"). PostgreSQL + Redis: three web
-processes and two qclusters. The embedded default (SQLite, no Redis) is one web process and one qcluster by design
-(`serve --web-processes` needs the shared channel layer), each still replaced during the run.
+The suite runs a short one (SOAK_TASKS, default 40, 2 of them on the development OpenStack, 5 % in longer
+runs); `make soak` runs the long one (SOAK_TASKS=1000) and prints its figures (docs/benchmarks.md, "Soak").
+PostgreSQL + Redis: three web processes and two qclusters. The embedded default (SQLite, no Redis) is one web
+process and one qcluster by design (`serve --web-processes` needs the shared channel layer), each still
+replaced during the run.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def test_the_queue_heads_take_one_query_per_project_however_long_the_queues(worl
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deferred foreign keys: PostgreSQL")
 def test_admission_and_a_commit_that_checks_a_foreign_key_to_the_project_never_deadlock(world):
     """Found by the soak (tests/soak): a cancel holds the task row and inserts a row referencing the project (its
-    notification); the foreign key is checked at COMMIT with FOR KEY SHARE on the project row. Admission held the
+    feed entry); the foreign key is checked at COMMIT with FOR KEY SHARE on the project row. Admission held the
     project FOR UPDATE and waited for the task row: deadlock, a 500 on the cancel. FOR NO KEY UPDATE serializes
     admissions just as well and lets the key check through."""
     task = submit(world.bob)
