@@ -493,12 +493,10 @@ def check(api: Api, plans: list[Plan], tasks: dict[str, dict], players: list[Kub
                 uids = kube_uids.get(attempt["external_name"], set())
                 if len(uids) > 1:
                     problems.append(f"{where}: Job {attempt['external_name']} created {len(uids)} times")
-        elif plan.cloud == OPENSTACK_CLOUD:
-            # Nova keeps no name unique: two starts that both found nothing both create, and ensure_started
-            # deletes all but the oldest (counted in the figures). What must hold: one program run per attempt
-            # (the marker, below) and no server left once the attempts are cleaned up (`leftovers`).
-            pass
-        if plan.cloud not in KUBE_CLOUDS:
+        else:
+            # One run per attempt, from the program's own marker. On OpenStack that is what must hold: Nova keeps
+            # no name unique, two starts that both found nothing both create, and ensure_started deletes all but
+            # the oldest (counted in the figures; no server may be left after cleanup: `leftovers`).
             runs = plan.marker.read_text().splitlines() if plan.marker.exists() else []
             if len(runs) != len(set(runs)) or len(runs) > len(attempts):
                 problems.append(f"{where}: program runs {runs} for {len(attempts)} attempts")
@@ -516,7 +514,7 @@ def check(api: Api, plans: list[Plan], tasks: dict[str, dict], players: list[Kub
     return problems
 
 
-def figures(plans: list[Plan], tasks: dict[str, dict], cpu: dict[str, float], submitted_at: float) -> dict:
+def figures(plans: list[Plan], tasks: dict[str, dict], cpu: dict[str, float]) -> dict:
     def moment(text: str) -> float:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -568,7 +566,6 @@ def run_soak(
     outcome = Outcome()
     run_id = uuid.uuid4().hex[:8]
     cpu_before = fleet.cpu()
-    started = time.monotonic()
     shares = [plans[i::submitters] for i in range(submitters)]
     errors: list[BaseException] = []
 
@@ -607,7 +604,7 @@ def run_soak(
         tasks = follow(api, plans, timeout=settle_seconds)  # (tasks the restart's last steps touched)
     finally:
         cpu = cpu_since(cpu_before, fleet.cpu())
-    outcome.figures = figures(plans, tasks, cpu, started)
+    outcome.figures = figures(plans, tasks, cpu)
     outcome.figures["restarts"] = fleet.restarts
     outcome.figures["openstack_attempts_with_a_transient_second_server"] = sum(
         len(ids) > 1 for ids in vm_player.servers.values()
