@@ -372,8 +372,8 @@ class VmPlayer(threading.Thread):
 
     def stop(self) -> None:
         self.halt.set()
-        self.join(30)
-        for vm in self.played.values():
+        self.join(180)  # its round may be waiting for a slow Nova: a Runner it starts then must be stopped too
+        for vm in list(self.played.values()):
             if vm.process.poll() is None:
                 os.killpg(vm.process.pid, signal.SIGKILL)
                 vm.process.wait(timeout=5)
