@@ -74,7 +74,10 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
 
     1. Lock the connection row, then the projects' rows (in id order): admissions of one
        connection, and of one project across connections, happen one at a time, so no two
-       workers can both take the last free slot of a quota.
+       workers can both take the last free slot of a quota. FOR NO KEY UPDATE: it excludes another
+       admission as FOR UPDATE would, but not the foreign-key check (FOR KEY SHARE) at the COMMIT
+       of a transaction that holds a task row admission waits for (a cancel inserting its
+       feed entry): with FOR UPDATE the two deadlocked.
     2. Walk the queue heads oldest first. A task that does not fit waits with the reason, and
        so does every later task of its project (first in, first admitted). A task whose
        admission fails (a bad row) is skipped with an `error` event; the others go on.
@@ -83,14 +86,14 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
     with transaction.atomic():
         # First of the callbacks after commit: the crash point sits before any doorbell or handout answer.
         transaction.on_commit(lambda: admitted_any and crash_point("admission.committed"))
-        connection = CloudConnection.objects.select_for_update().get(pk=connection_id)
+        connection = CloudConnection.objects.select_for_update(no_key=True).get(pk=connection_id)
         if not connection.dispatch_enabled:
             return 0
         pending = queue_heads(connection, limit)
         if not pending:
             return 0
         project_ids = sorted({task.project_id for task in pending})
-        list(Project.objects.select_for_update().filter(pk__in=project_ids).order_by("pk"))
+        list(Project.objects.select_for_update(no_key=True).filter(pk__in=project_ids).order_by("pk"))
         active = Task.objects.filter(connection=connection, state__in=HOLDS_QUOTA).count()
         ledger = {pid: _QuotaLedger(pid, connection.pk) for pid in project_ids}
         admitted, blocked = 0, quotas.admission_holds(project_ids)

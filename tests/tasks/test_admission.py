@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from cloudpivot.accounts.models import Quota
+import threading
+
+import pytest
+from django.db import connection, connections, transaction
+
+from cloudpivot.accounts.models import Membership, Quota, Role
 from tasks.models import Task
-from tasks.services.admission import admit_all, queue_heads
+from tasks.services.admission import admit_all, connection_admit, queue_heads
+from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.builders import hello_spec
+from tests.builders import hello_spec, submit
+from tests.helpers import wait_for
 
 
 def test_a_project_held_by_its_own_quota_never_blocks_another_projects_tasks(world):
@@ -28,3 +35,39 @@ def test_the_queue_heads_take_one_query_per_project_however_long_the_queues(worl
     with django_assert_num_queries(3):  # the projects with pending tasks, then alpha's and beta's oldest
         heads = queue_heads(world.local, limit=5)
     assert [task.name for task in heads] == ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deferred foreign keys: PostgreSQL")
+def test_admission_and_a_commit_that_checks_a_foreign_key_to_the_project_never_deadlock(world):
+    """Found by the soak (tests/soak): a cancel holds the task row and inserts a row referencing the project (its
+    feed entry); the foreign key is checked at COMMIT with FOR KEY SHARE on the project row. Admission held the
+    project FOR UPDATE and waited for the task row: deadlock, a 500 on the cancel. FOR NO KEY UPDATE serializes
+    admissions just as well and lets the key check through."""
+    task = submit(world.bob)
+    errors: list[BaseException] = []
+    admitted: list[int] = []
+
+    def admission() -> None:
+        try:
+            admitted.append(connection_admit(connection_id=task.connection_id))
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=admission)
+    with transaction.atomic():
+        task_lock(task.pk)
+        Membership.objects.create(project=world.alpha, user=world.charlie, role=Role.READER)  # a key to alpha
+        thread.start()
+        with connections["default"].cursor() as cursor:  # until admission waits for our task row
+
+            def admission_waits() -> bool:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+                return cursor.fetchone()[0] > 0
+
+            wait_for(admission_waits, what="admission to wait for the task row")
+    thread.join(30)
+    assert not errors, errors
+    assert admitted == [1]
