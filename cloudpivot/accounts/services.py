@@ -72,7 +72,7 @@ def _role(role: str) -> Role:
 
 def _lock_project(project: Project) -> None:
     """Serialise member changes of one project, so two admins demoting each other cannot leave none."""
-    Project.objects.select_for_update().filter(pk=project.pk).first()
+    Project.objects.select_for_update(no_key=True).filter(pk=project.pk).first()  # see tasks.services.admission
 
 
 def _refuse_losing_last_admin(membership: Membership) -> None:

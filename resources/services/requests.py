@@ -96,9 +96,10 @@ def _save_operation(*, user, key: str, digest: str, make) -> tuple[Operation, bo
 
 
 def _lock(connection_id: int, project_id: int) -> None:
-    """The admission discipline: the connection row first, then the project row."""
-    CloudConnection.objects.select_for_update().filter(pk=connection_id).first()
-    Project.objects.select_for_update().filter(pk=project_id).first()
+    """The admission discipline: the connection row first, then the project row, in the same lock mode (NO KEY
+    UPDATE: a concurrent insert's foreign-key check on those rows is not blocked, so it cannot deadlock)."""
+    CloudConnection.objects.select_for_update(no_key=True).filter(pk=connection_id).first()
+    Project.objects.select_for_update(no_key=True).filter(pk=project_id).first()
 
 
 def _backend(connection: CloudConnection):
