@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
 DRY_RUN = OpenApiParameter(
@@ -35,4 +36,12 @@ class FitVerdictSerializer(serializers.Serializer):
 
 
 def dry_run(request: Request) -> bool:
-    return str(request.query_params.get("dry_run", "")).lower() in ("1", "true", "yes")
+    """`?dry_run=true` (or 1); absent, false or 0: a real request. Anything else is a 400 on the parameter, never
+    a real create by mistake."""
+    values = request.query_params.getlist("dry_run")
+    if not values:
+        return False
+    answers = {value.lower(): value.lower() in ("true", "1") for value in values}
+    if any(value not in ("true", "1", "false", "0") for value in answers) or len(set(answers.values())) > 1:
+        raise ValidationError({"dry_run": ["write true or false (once)"]})
+    return next(iter(answers.values()))

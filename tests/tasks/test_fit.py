@@ -97,6 +97,15 @@ def test_admitted_tasks_hold_the_quota(api, world):
     assert verdict["message"] == "Waits: 0 ahead, held by project alpha's quota on all clouds: tasks 1/1 in use, asks 1"
 
 
+@pytest.mark.parametrize("query", ["dry_run=null", "dry_run=maybe", "dry_run=true&dry_run=false"])
+def test_a_dry_run_flag_that_is_not_true_or_false_is_a_400_and_creates_nothing(api, world, query):
+    response = api("bob").post(f"/api/v1/tasks?{query}", hello_spec(), format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"][0]["field"] == "dry_run"
+    assert not Task.objects.exists()
+    assert api("bob").post("/api/v1/tasks?dry_run=false", hello_spec(), format="json").status_code == 201
+
+
 def test_a_bad_document_is_still_a_400_naming_the_field(api, world):
     response = api("bob").post("/api/v1/tasks?dry_run=true", {"cloud": "local", "command": "true"}, format="json")
     assert response.status_code == 400
