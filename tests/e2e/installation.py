@@ -106,16 +106,7 @@ class Installation:
 
     # ------------------------------------------------------------ management commands
     def manage(self, *args: str, timeout: float = 300) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            env=self.env,
-            cwd=helpers.BASE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
-        return done.stdout
+        return helpers.manage(*args, env=self.env, timeout=timeout)
 
     def set_up(self) -> None:
         """What a first install does: migrate, schedules, an admin with a project, the `local` cloud, a token."""
