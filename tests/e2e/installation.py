@@ -177,8 +177,8 @@ class Installation:
         )
 
     def restart_workers(self, index: int) -> None:
-        """SIGTERM, then SIGKILL after a grace, as `manage.py serve` and the service units stop a qcluster: its
-        stop may hang after the sentinel went (seen here), and a killed worker loses nothing (test_workers.py)."""
+        """SIGTERM, then SIGKILL after a grace, as `manage.py serve` and the service units stop a qcluster (it
+        bounds its own stop too: cloudpivot/workers/stop.py); a killed worker loses nothing (test_workers.py)."""
         helpers.stop_process_group(self.workers[index], timeout=WORKER_STOP_GRACE)
         self.workers[index] = self._start_qcluster()
 
