@@ -69,15 +69,6 @@ class SlowCreates:
         self.listener.close()
 
 
-def job_creates(kube) -> list[str]:
-    requests = kube.call(lambda: list(kube.api.client_requests))
-    return [
-        (r.data or {}).get("metadata", {}).get("name", "?")
-        for r in requests
-        if r.method == "POST" and r.resource is not None and r.resource.plural == "jobs"
-    ]
-
-
 def claimed_at(attempt_id: int):
     """When the attempt was claimed (or its claim last renewed); None while it is not claimed."""
     claimed = Attempt.objects.filter(pk=attempt_id, state=AttemptState.STARTING)
@@ -118,4 +109,4 @@ def test_a_slow_create_is_not_claimed_again_while_it_is_under_way(kube, kube_con
     assert first == [1]
     task.refresh_from_db()
     assert task.state == "STARTING", task.state_reason
-    assert job_creates(kube) == [attempt.external_name]
+    assert kube.job_creations() == [attempt.external_name]
