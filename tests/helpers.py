@@ -128,6 +128,16 @@ def start_daphnes(*, port: int, env: dict[str, str], log: Path, processes: int) 
     return started
 
 
+def manage(*args: str, env: dict[str, str], timeout: float = 300) -> str:
+    """`manage.py <args>` in a CloudPivot of the test's own (its environment); its output. Failing is the test's
+    failure, with the command's last output."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], env=env, cwd=BASE_DIR, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+    return done.stdout
+
+
 def start_qcluster(*, env: dict[str, str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],

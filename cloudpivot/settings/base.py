@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "cloudpivot.workers",  # before django_q: its `qcluster` command (a bounded stop) is the one that runs
     "django_q",
     "channels",
     "django_htmx",
@@ -225,6 +226,9 @@ else:
 # Rule from django-q2's docs: `timeout` must be shorter than `retry`, or a slow job runs twice at once.
 # The ticker job (tasks.jobs.tick) runs for TICKER_SECONDS, so timeout leaves room for it.
 TICKER_SECONDS = env.int("CLOUDPIVOT_TICKER_SECONDS", default=55)
+# How long a stopping qcluster waits for its jobs in hand (the ticker's is the longest) before it kills what is
+# left of its processes (cloudpivot/workers/stop.py); under the service units' TimeoutStopSec=120.
+WORKER_STOP_SECONDS = env.float("CLOUDPIVOT_WORKER_STOP_SECONDS", default=TICKER_SECONDS + 20)
 Q_CLUSTER = {
     "name": env.str("CLOUDPIVOT_QUEUE_NAME", default="cloudpivot"),
     "workers": env.int("CLOUDPIVOT_WORKERS", default=4),

@@ -49,7 +49,7 @@ def svg(chart: Chart) -> SafeString:
     points = [(t, v / chart.scale) for t, v in thin(chart.points)]
     if not points:
         return format_html('<p class="empty">No samples yet.</p>')
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w, plot_h = plot_size(HEIGHT)
     t0, t1 = points[0][0], points[-1][0]
     span = max((t1 - t0).total_seconds(), 1.0)
     low = min(0.0, min(v for _, v in points))
@@ -68,38 +68,72 @@ def svg(chart: Chart) -> SafeString:
     dots = format_html_join(
         "", '<circle cx="{}" cy="{}" r="2"></circle>', [(f"{x:.1f}", f"{y:.1f}") for x, y in coords[-1:]]
     )
+    body = format_html(
+        '<polyline points="{}" fill="none" stroke="currentColor" stroke-width="1.5"></polyline>'
+        '<g class="last" fill="currentColor">{}</g>',
+        polyline,
+        dots,
+    )
     return format_html(
         '<figure class="chart" data-metric-chart="{title}" data-points="{n}">'
-        '<figcaption>{title} <span class="muted">({unit}; now {last})</span></figcaption>'
-        '<svg viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="{label}" xmlns="http://www.w3.org/2000/svg">'
-        '<g class="axes" stroke="currentColor" stroke-opacity="0.4" fill="none">'
-        '<line x1="{l}" y1="{t}" x2="{l}" y2="{b}"></line><line x1="{l}" y1="{b}" x2="{r}" y2="{b}"></line></g>'
-        '<g class="labels" fill="currentColor" font-size="11">'
-        '<text x="{lx}" y="{ty}" text-anchor="end">{high}</text>'
-        '<text x="{lx}" y="{b}" text-anchor="end">{low}</text>'
-        '<text x="{l}" y="{tx}" text-anchor="start">{start}</text>'
-        '<text x="{r}" y="{tx}" text-anchor="end">{end}</text></g>'
-        '<polyline points="{polyline}" fill="none" stroke="currentColor" stroke-width="1.5"></polyline>'
-        '<g class="last" fill="currentColor">{dots}</g>'
-        "</svg></figure>",
+        '<figcaption>{title} <span class="muted">({unit}; now {last})</span></figcaption>{svg}</figure>',
         title=chart.title,
         n=len(points),
         unit=chart.unit,
         last=_number(last),
+        svg=frame(
+            height=HEIGHT,
+            label=label,
+            base=TOP + plot_h,
+            y_labels=(_number(high), _number(low)),
+            x_labels=(_time(t0), _time(t1)),
+            body=body,
+        ),
+    )
+
+
+def plot_size(height: int) -> tuple[int, int]:
+    """The plot's width and height inside a chart `height` high, the room for the labels taken off."""
+    return WIDTH - LEFT - RIGHT, height - TOP - BOTTOM
+
+
+def frame(
+    *,
+    height: int,
+    label: str,
+    base: object,
+    y_labels: tuple[object, object],
+    x_labels: tuple[object, object],
+    body: SafeString,
+) -> SafeString:
+    """The <svg> every chart of ours shares (the metric charts, the budget burn-down): the y axis, the x axis
+    along `base` (the bottom, or the zero line), the y axis's top and `base` labels, the x axis's first and
+    last labels, and `body`, the chart's own lines. `label` is read out to screen readers."""
+    plot_h = plot_size(height)[1]
+    return format_html(
+        '<svg viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="{label}" xmlns="http://www.w3.org/2000/svg">'
+        '<g class="axes" stroke="currentColor" stroke-opacity="0.4" fill="none">'
+        '<line x1="{l}" y1="{t}" x2="{l}" y2="{b}"></line><line x1="{l}" y1="{base}" x2="{r}" y2="{base}"></line></g>'
+        '<g class="labels" fill="currentColor" font-size="11">'
+        '<text x="{lx}" y="{ty}" text-anchor="end">{top}</text>'
+        '<text x="{lx}" y="{base}" text-anchor="end">{bottom}</text>'
+        '<text x="{l}" y="{tx}" text-anchor="start">{first}</text>'
+        '<text x="{r}" y="{tx}" text-anchor="end">{last}</text></g>'
+        "{body}</svg>",
         w=WIDTH,
-        h=HEIGHT,
+        h=height,
         label=label,
         l=LEFT,
         r=WIDTH - RIGHT,
         t=TOP,
         b=TOP + plot_h,
+        base=base,
         lx=LEFT - 6,
         ty=TOP + 10,
-        tx=HEIGHT - 8,
-        high=_number(high),
-        low=_number(low),
-        start=_time(t0),
-        end=_time(t1),
-        polyline=polyline,
-        dots=dots,
+        tx=height - 8,
+        top=y_labels[0],
+        bottom=y_labels[1],
+        first=x_labels[0],
+        last=x_labels[1],
+        body=body,
     )

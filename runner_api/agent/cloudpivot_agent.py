@@ -25,10 +25,12 @@ import time
 
 try:  # run as a script (its sibling modules beside it) or imported as a package module
     import cloudpivot_runner as runner
+    from cloudpivot_agent_log import KEEP, MAX_BYTES, log, rotate_at
     from cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from cloudpivot_sync import VERSION, Connection, Failed, Refused
 except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent import cloudpivot_runner as runner
+    from runner_api.agent.cloudpivot_agent_log import KEEP, MAX_BYTES, log, rotate_at
     from runner_api.agent.cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from runner_api.agent.cloudpivot_sync import VERSION, Connection, Failed, Refused
 
@@ -50,14 +52,6 @@ MAX_ATTEMPTS_PER_BATCH = 500  # the server takes up to 1000
 REMEMBER_REMOVED_SECONDS = 300.0
 STREAMS = ("stdout", "stderr")
 END_EVENTS = ("exited", "lost")
-
-
-def log(message: str) -> None:
-    try:
-        sys.stderr.write("cloudpivot-agent: %s %s\n" % (runner.utc_stamp(), message))
-        sys.stderr.flush()
-    except OSError:  # agent.log on a full disk: the line is lost, the agent goes on
-        pass
 
 
 # --------------------------------------------------------------------------- one attempt, as the agent sees it
@@ -550,6 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--detach", action="store_true", help="run in the background (own session); return once the agent is up"
     )
+    parser.add_argument("--log-max-bytes", type=int, default=MAX_BYTES, help="rotate agent.log at this size")
+    parser.add_argument("--log-keep", type=int, default=KEEP, help="rotated agent.log files kept (agent.log.1 …)")
     parser.add_argument("--version", action="version", version="cloudpivot-agent " + VERSION)
     return parser
 
@@ -584,6 +580,7 @@ def main(argv=None) -> int:
     except BlockingIOError:
         log("another agent holds %s; exiting" % os.path.join(args.state_dir, "agent.lock"))
         return EXIT_LOCKED
+    rotate_at(os.path.join(args.state_dir, "agent.log"), args.log_max_bytes, args.log_keep)
     os.ftruncate(lock, 0)
     os.write(lock, b"%d\n" % os.getpid())
     if ready is not None:

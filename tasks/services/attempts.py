@@ -25,6 +25,7 @@ from tasks.models import Attempt, Task
 from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
 from tasks.services.logs import log_copy_from_cloud
 from tasks.services.secret_delivery import task_secret_refs, task_secrets
+from tasks.services.start_claim import start_claim_held
 
 logger = logging.getLogger(__name__)
 # Attempt.number and Task.attempts_count are smallints: attempt 32,768 cannot be stored anywhere.
@@ -136,7 +137,8 @@ def attempt_start(*, attempt_id: int) -> str:
         return f"{attempt}: nothing to start ({task.state})"
     try:
         backend = get_backend(task.connection)
-        ref = backend.ensure_started(attempt_start_ref(backend, attempt))
+        with start_claim_held(attempt.pk):  # a slow cloud is not a dead worker: no other pass claims it meanwhile
+            ref = backend.ensure_started(attempt_start_ref(backend, attempt))
     except BackendError as exc:
         return _start_failed(attempt, exc)
     except Exception as exc:  # a backend bug or an unmapped cloud error: a start error like any other

@@ -41,7 +41,8 @@ from tasks.services.faults import isolated
 from tasks.services.observation import observe_all
 
 logger = logging.getLogger(__name__)
-# A SUBMITTING attempt whose start has not recorded anything for this long is started again.
+# A SUBMITTING attempt whose start claim nobody renewed for this long is started again (its worker renews it
+# while the cloud is asked: tasks/services/start_claim.py).
 START_RETRY_SECONDS = 5
 # A cleanup that failed is tried again after this long (a cloud that is down is not asked every pass).
 CLEANUP_RETRY_SECONDS = 5
@@ -128,7 +129,8 @@ def starts_due(now: dt.datetime | None = None) -> int:
 
     An attempt is claimed before its cloud is asked (compare-and-set on its row), so two passes never
     ask at once; a start that failed, or whose worker died while asking, is claimed again after
-    START_RETRY_SECONDS. `ensure_started` is idempotent (adopt by name or create): asking again is safe.
+    START_RETRY_SECONDS (a worker still asking renews its claim). `ensure_started` is idempotent (adopt by
+    name or create): asking again is safe.
     """
     now = now or timezone.now()
     cutoff = now - dt.timedelta(seconds=START_RETRY_SECONDS)

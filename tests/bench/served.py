@@ -106,14 +106,7 @@ class Served:
 
     def manage(self, *args: str) -> str:
         """A management command on this CloudPivot's database and var dir; its output."""
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=helpers.BASE_DIR,
-            env=self.env,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        return helpers.manage(*args, env=self.env)
 
     def roots(self) -> list[int]:
         """Every process tree CloudPivot runs in: serve (web processes, qcluster) and the detached host agents."""

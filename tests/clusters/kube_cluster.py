@@ -114,6 +114,15 @@ class KubeCluster:
     def client_requests(self) -> int:
         return self.call(lambda: len(self.api.client_requests))
 
+    def job_creations(self) -> list[str]:
+        """The names of the Jobs clients asked the API server to create, in order (a 409 included)."""
+        requests = self.call(lambda: list(self.api.client_requests))
+        return [
+            (r.data or {}).get("metadata", {}).get("name", "?")
+            for r in requests
+            if r.method == "POST" and r.resource is not None and r.resource.plural == "jobs"
+        ]
+
     # ------------------------------------------------------------------ the kubelet's part
     def set_pod_status(self, job: str, status: dict[str, Any], namespace: str = "tasks") -> None:
         name = self.pod(job, namespace)["metadata"]["name"]

@@ -106,16 +106,7 @@ class Installation:
 
     # ------------------------------------------------------------ management commands
     def manage(self, *args: str, timeout: float = 300) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            env=self.env,
-            cwd=helpers.BASE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
-        return done.stdout
+        return helpers.manage(*args, env=self.env, timeout=timeout)
 
     def set_up(self) -> None:
         """What a first install does: migrate, schedules, an admin with a project, the `local` cloud, a token."""
@@ -186,8 +177,8 @@ class Installation:
         )
 
     def restart_workers(self, index: int) -> None:
-        """SIGTERM, then SIGKILL after a grace, as `manage.py serve` and the service units stop a qcluster: its
-        stop may hang after the sentinel went (seen here), and a killed worker loses nothing (test_workers.py)."""
+        """SIGTERM, then SIGKILL after a grace, as `manage.py serve` and the service units stop a qcluster (it
+        bounds its own stop too: cloudpivot/workers/stop.py); a killed worker loses nothing (test_workers.py)."""
         helpers.stop_process_group(self.workers[index], timeout=WORKER_STOP_GRACE)
         self.workers[index] = self._start_qcluster()
 

@@ -117,16 +117,6 @@ def test_local_task_after_a_crash_runs_once_and_succeeds(point, world, workers, 
 
 
 # ---------------------------------------------------------------------------------------- Kubernetes
-def job_creations(kube) -> list[str]:
-    """The names of the Jobs CloudPivot asked the API server to create (a 409 included)."""
-    requests = kube.call(lambda: list(kube.api.client_requests))
-    return [
-        (r.data or {}).get("metadata", {}).get("name", "?")
-        for r in requests
-        if r.method == "POST" and r.resource is not None and r.resource.plural == "jobs"
-    ]
-
-
 @pytest.mark.parametrize("point", ["admission.committed", "start.created", "start.recorded", "cleanup.removed"])
 def test_kubernetes_task_after_a_crash_has_one_job_and_succeeds(point, kube, kube_connection, world, workers):
     workers.start(crash_at=point)
@@ -151,7 +141,7 @@ def test_kubernetes_task_after_a_crash_has_one_job_and_succeeds(point, kube, kub
     assert task.state == "SUCCEEDED", task.state_reason
     assert task.attempts_count == 1
     assert transitions(task) == ["SUBMITTING", "STARTING", "RUNNING", "SUCCEEDED"]
-    created = job_creations(kube)
+    created = kube.job_creations()
     assert set(created) == {name}, created  # one Job; asked again (409: adopted) after a start.* crash
     assert len(created) == (2 if point.startswith("start.") else 1), created
     assert name not in kube.jobs()  # and it was removed

@@ -9,8 +9,6 @@ starts it again: the same requests succeed.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -21,14 +19,6 @@ from tests.plugins.dependencies import http
 pytestmark = [pytest.mark.e2e]
 
 
-def _manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], env=env, cwd=helpers.BASE_DIR, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
 def test_with_the_database_stopped_the_server_answers_503_and_recovers(private_postgres, tmp_path):
     port = helpers.free_port()
     env = helpers.server_environment(port=port, runs_dir=tmp_path / "runs") | {
@@ -36,9 +26,11 @@ def test_with_the_database_stopped_the_server_answers_503_and_recovers(private_p
         # How long a request waits for a pooled connection before it gives up (30 s by default).
         "CLOUDPIVOT_DB_POOL_TIMEOUT": "3",
     }
-    _manage(env, "migrate", "--noinput", "-v", "0")
-    _manage(env, "shell", "-c", "from django.contrib.auth.models import User; User.objects.create_user('dora')")
-    token = _manage(env, "apitoken", "create", "dora").strip().splitlines()[-1]
+    helpers.manage("migrate", "--noinput", "-v", "0", env=env)
+    helpers.manage(
+        "shell", "-c", "from django.contrib.auth.models import User; User.objects.create_user('dora')", env=env
+    )
+    token = helpers.manage("apitoken", "create", "dora", env=env).strip().splitlines()[-1]
     log = tmp_path / "web.log"
     web = helpers.start_daphne(port=port, env=env, log=log)
     base = f"http://127.0.0.1:{port}"

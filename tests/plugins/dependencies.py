@@ -19,7 +19,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -178,16 +177,7 @@ class Installation:
         self.token = self.session = ""
 
     def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            env=self.env,
-            cwd=helpers.BASE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done.stdout
+        return helpers.manage(*args, env=self.env)
 
     def set_up(self) -> None:
         self.manage("migrate", "--noinput", "-v", "0")

@@ -8,7 +8,8 @@ services /api/v1/ssh-keys uses (cloudpivot.accounts.ssh_keys).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -23,7 +24,10 @@ from cloudpivot.accounts.portal.forms import ApiTokenForm, EmailPreferenceForm, 
 from cloudpivot.accounts.services import api_token_create, api_token_revoke
 from cloudpivot.accounts.ssh_keys import ssh_key_create, ssh_key_delete
 from cloudpivot.exceptions import ApplicationError
+from cloudpivot.form_errors import FieldErrorsMixin
 from notifications.mail import preference
+
+T = TypeVar("T")
 
 
 def _context(request: HttpRequest, **forms: Any) -> dict[str, Any]:
@@ -35,6 +39,25 @@ def _context(request: HttpRequest, **forms: Any) -> dict[str, Any]:
         "ssh_keys": SshKey.objects.filter(user=request.user).order_by("name"),
         "ssh_key_form": forms.get("ssh_key_form") or SshKeyForm(),
     }
+
+
+def _carried_out(form: FieldErrorsMixin, service: Callable[[dict[str, Any]], T]) -> T | None:
+    """What `service` made of a valid form's data; None when the form or the service refused (its errors,
+    the service's by field, are then on the form)."""
+    if not form.is_valid():
+        return None
+    try:
+        return service(form.cleaned_data)
+    except ApplicationError as exc:
+        form.add_service_errors(exc)
+        return None
+
+
+def _refused(request: HttpRequest, **form: FieldErrorsMixin) -> HttpResponse:
+    """The page again, a 400, with the one refused form (named as in the context) and its errors described."""
+    for refused in form.values():
+        refused.describe_errors()
+    return render(request, "accounts/settings.html", _context(request, **form), status=400)
 
 
 @login_required
@@ -49,21 +72,19 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 def token_create(request: HttpRequest) -> HttpResponse:
     """Answer the page itself with the token (no redirect: it is never stored, so it could not be shown after)."""
     form = ApiTokenForm(request.POST)
-    if form.is_valid():
-        days = form.cleaned_data["expires_in_days"]
-        try:
-            token, plain = api_token_create(
-                user=request.user,
-                name=form.cleaned_data["name"],
-                expires_in=dt.timedelta(days=days) if days else None,
-            )
-        except ApplicationError as exc:
-            form.add_service_errors(exc)
-        else:
-            context = _context(request, new_token={"token": token, "plain": plain})
-            return render(request, "accounts/settings.html", context, status=201)
-    form.describe_errors()
-    return render(request, "accounts/settings.html", _context(request, token_form=form), status=400)
+    made = _carried_out(
+        form,
+        lambda data: api_token_create(
+            user=request.user,
+            name=data["name"],
+            expires_in=dt.timedelta(days=data["expires_in_days"]) if data["expires_in_days"] else None,
+        ),
+    )
+    if made is None:
+        return _refused(request, token_form=form)
+    token, plain = made
+    context = _context(request, new_token={"token": token, "plain": plain})
+    return render(request, "accounts/settings.html", context, status=201)
 
 
 @login_required
@@ -80,8 +101,7 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 def email_preferences_save(request: HttpRequest) -> HttpResponse:
     form = EmailPreferenceForm(request.POST, instance=preference(request.user))
     if not form.is_valid():
-        form.describe_errors()
-        return render(request, "accounts/settings.html", _context(request, email_form=form), status=400)
+        return _refused(request, email_form=form)
     form.save()
     messages.success(request, "Email notifications saved.")
     return redirect("accounts:settings")
@@ -91,17 +111,12 @@ def email_preferences_save(request: HttpRequest) -> HttpResponse:
 @require_POST
 def ssh_key_add(request: HttpRequest) -> HttpResponse:
     form = SshKeyForm(request.POST)
-    if form.is_valid():
-        try:
-            key = ssh_key_create(user=request.user, **form.cleaned_data)
-        except ApplicationError as exc:
-            form.add_service_errors(exc)
-        else:
-            messages.success(request, f"SSH key {key.name} added ({key.fingerprint}).")
-            return redirect(f"{reverse('accounts:settings')}#ssh-keys")
-    form.describe_errors()
-    form.forget_public_key()
-    return render(request, "accounts/settings.html", _context(request, ssh_key_form=form), status=400)
+    key = _carried_out(form, lambda data: ssh_key_create(user=request.user, **data))
+    if key is None:
+        form.forget_public_key()
+        return _refused(request, ssh_key_form=form)
+    messages.success(request, f"SSH key {key.name} added ({key.fingerprint}).")
+    return redirect(f"{reverse('accounts:settings')}#ssh-keys")
 
 
 @login_required
