@@ -71,6 +71,9 @@ def test_a_failed_vm_is_kept_with_its_console_line_until_released(held_os, api, 
     helpers.wait_for(
         lambda: reconcile_pass() is not None and not servers_named(held_os, name), timeout=60, what="server deleted"
     )
+    helpers.wait_for(  # cleanup is done once a pass finds no server left; until then the hold still counts
+        lambda: reconcile_pass() is not None and task.attempts.get().cleanup_state == "done", what="cleanup done"
+    )
     assert AuditEntry.objects.filter(action="tasks:debug-hold-released", actor=held_os.world.bob).exists()
     assert task_quota_usage(project_id=held_os.world.alpha.pk, connection_id=held_os.connection.pk).tasks == 0
 
