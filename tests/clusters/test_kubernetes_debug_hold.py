@@ -214,3 +214,16 @@ def test_a_project_that_loses_its_grant_loses_its_holds_there(kube, held_cloud, 
     reconcile_pass()
     assert name not in kube.jobs()
     assert task.events.filter(type="debug_hold_expired").count() == 1
+
+
+def test_a_timed_out_container_is_stopped_on_time_and_not_held(kube, held_cloud, world, api):
+    task = submit(api, debug_hold_minutes=20, timeout_seconds=1)
+    reconcile_pass()
+    name = job_name(task)
+    kube.run(name)
+    task = helpers.drive(task, until={"RUNNING"})
+    # CloudPivot's own timeout stops it (the Job's deadline was lengthened by the hold): the Job is deleted
+    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "UNKNOWN"}, timeout=30)
+    assert task.state == "TIMED_OUT", task.state_reason
+    assert Attempt.objects.get(task=task).hold_until is None
+    helpers.wait_for(lambda: reconcile_pass() is not None and name not in kube.jobs(), what="the Job removed")
