@@ -44,6 +44,8 @@ KNOWN: dict[str, dict[str, str]] = {
         # how users reach instances by SSH (docs/resources.md#ssh-access)
         "ssh_user": TEXT,
         "ssh_jump_host": TEXT,
+        # how long a failed attempt's server may be kept for debugging (clusters/debug_hold.py)
+        "debug_hold_max_minutes": WHOLE,
     },
     BackendKind.KUBERNETES: {
         "context": TEXT,
@@ -68,6 +70,8 @@ KNOWN: dict[str, dict[str, str]] = {
         "vm_root_disk": TEXT,  # "containerdisk" or an object; checked below
         "ssh_user": TEXT,
         "ssh_jump_host": TEXT,
+        # how long a failed attempt's pod may be kept for debugging (clusters/debug_hold.py)
+        "debug_hold_max_minutes": WHOLE,
     },
     BackendKind.LOCAL: {"run_as": TEXT, "runs_dir": TEXT},
 }

@@ -15,6 +15,7 @@ from typing import Any
 from cloudpivot.accounts.models import Project
 from cloudpivot.exceptions import BackendError, InvalidSpec, cloud_error
 from clusters.backends import get_backend
+from clusters.debug_hold import debug_hold_errors
 from clusters.models import CloudConnection
 
 
@@ -30,6 +31,7 @@ def task_spec_check(*, connection: CloudConnection, project: Project, spec: dict
     except BackendError as exc:  # e.g. a connection whose backend kind this version does not have
         raise cloud_error(exc, doing=doing, field="cloud") from None
     _refuse(_more_than_given(spec.get("resources") or {}, resources, connection))
+    _refuse(debug_hold_errors(connection, spec))
     connection_facts_keep(connection=connection, facts=backend.learned_facts())
     return {**spec, "resources": resources}
 

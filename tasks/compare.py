@@ -13,6 +13,7 @@ from tasks.choices import TERMINAL, TaskState
 from tasks.models import Attempt, Task
 from tasks.phases import attempts_with_phases
 from tasks.services.attempts import MAX_ATTEMPTS
+from tasks.services.debug_hold import debug_hold_view
 from tasks.services.logs import log_read
 from tasks.services.spec_changes import spec_differences, specs_by_attempt
 from tasks.services.suggestions import FAILURE_CLASSES, failure_class, suggestion_for
@@ -22,7 +23,8 @@ LOG_TAIL_BYTES = 8192
 
 
 def attempts_annotated(task: Task, attempts: list[Attempt]) -> list[Attempt]:
-    """Give each attempt its `spec`, `phases`, `failure_class` (+ `failure_words`) and `suggestion`."""
+    """Give each attempt its `spec`, `phases`, `failure_class` (+ `failure_words`), `suggestion` and
+    `debug_hold` (None unless it was kept after a failure: tasks/services/debug_hold.py)."""
     specs = specs_by_attempt(task)
     for attempt in attempts:
         attempt.task = task
@@ -32,6 +34,7 @@ def attempts_annotated(task: Task, attempts: list[Attempt]) -> list[Attempt]:
         attempt.failure_class = failure_class(attempt)
         attempt.failure_words = FAILURE_CLASSES.get(attempt.failure_class, "")
         attempt.suggestion = suggestion_for(attempt, attempt.spec) if attempt.closed_at else None
+        attempt.debug_hold = debug_hold_view(attempt)
     return attempts
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.forms.utils import ErrorDict
 from django.urls import reverse
 
@@ -22,7 +23,7 @@ from tasks.portal import task_document
 from tasks.submit_choices import SubmitChoices
 
 # The document's fields the form has: always shown, and (CLOUD_FIELDS) where the chosen cloud runs them.
-CLOUD_FIELDS = ("image", "env", "workdir", "labels", "volumes", "secrets")
+CLOUD_FIELDS = ("image", "env", "workdir", "labels", "volumes", "secrets", "debug_hold_minutes")
 FORM_FIELDS = ("cloud", "project", "name", "command", "timeout_seconds", "retry_limit", *CLOUD_FIELDS)
 RESOURCE_FIELDS = ("cpu", "memory_mb", "gpu")
 
@@ -113,6 +114,12 @@ class TaskSubmitForm(SpecErrorsMixin, forms.Form):
     retry_limit = forms.IntegerField(
         label="Retry limit", initial=0, help_text="How often a failed run is retried automatically."
     )
+    debug_hold_minutes = forms.IntegerField(
+        label="Debug hold (minutes)",
+        required=False,
+        min_value=0,
+        help_text="If an attempt fails, keep its pod or VM this long to get into it; empty: cleaned up at once.",
+    )
     idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=200)
 
     def __init__(
@@ -178,6 +185,12 @@ class TaskSubmitForm(SpecErrorsMixin, forms.Form):
             if defaults.get(name):
                 plural = "s" if unit == "core" and defaults[name] != 1 else ""
                 self.fields[name].help_text = f"Empty: the cloud's default, {defaults[name]:g} {unit}{plural}."
+        limit = self.choices.debug_hold_limit
+        if limit:  # the server says the same in words (clusters/debug_hold.py); the form says it first
+            hold = self.fields["debug_hold_minutes"]
+            hold.validators.append(MaxValueValidator(limit))
+            hold.widget.attrs["max"] = limit
+            hold.help_text += f" At most {limit} on this cloud."
         if self.choices.secret_names:
             self.fields["secrets"].help_text += " This project's secrets: " + ", ".join(self.choices.secret_names) + "."
 
@@ -243,6 +256,8 @@ class TaskSubmitForm(SpecErrorsMixin, forms.Form):
         for name in ("timeout_seconds", "retry_limit"):
             if data.get(name) is not None:
                 document[name] = data[name]
+        if self.shown("debug_hold_minutes") and data.get("debug_hold_minutes"):
+            document["debug_hold_minutes"] = data["debug_hold_minutes"]
         return document
 
     def field_for(self, path: str, message: str) -> tuple[str | None, str]:
@@ -310,6 +325,7 @@ def initial_from_task(task: Task, offered: frozenset[str]) -> tuple[dict[str, An
         "secrets": "\n".join(_secret_line(ref) for ref in spec.get("secrets") or [] if isinstance(ref, dict)),
         "timeout_seconds": spec.get("timeout_seconds"),
         "retry_limit": spec.get("retry_limit", 0),
+        "debug_hold_minutes": spec.get("debug_hold_minutes"),
         **resources,
     }
     return initial, json.dumps(spec, indent=2, ensure_ascii=False), not _form_holds(spec, resources, offered)

@@ -107,6 +107,13 @@ class Attempt(BaseModel):
     cleanup_state = models.CharField(max_length=16, choices=CleanupState.choices, default=CleanupState.NOT_NEEDED)
     cleanup_error = models.TextField(blank=True)
 
+    # Debug hold (tasks/services/debug_hold.py): a failed attempt's pod or VM is kept until `hold_until`, then
+    # cleaned up; a release sets it to the release time. In the database, so a restart loses no hold.
+    hold_until = models.DateTimeField(null=True, blank=True, help_text="Cleanup waits until then (debug hold).")
+    hold_released_at = models.DateTimeField(null=True, blank=True)
+    hold_released_by = models.CharField(max_length=150, blank=True)
+    hold_access = models.JSONField(default=dict, blank=True, help_text="What the page needs to say how to get in.")
+
     # Where start-up time went: one timestamp per phase.
     admitted_at = models.DateTimeField(null=True, blank=True)
     cloud_created_at = models.DateTimeField(null=True, blank=True)

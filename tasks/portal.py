@@ -75,6 +75,7 @@ def task_permissions(*, user: AbstractBaseUser, task: Task) -> dict[str, bool]:
         "can_cancel": can_act and task.state not in TERMINAL and task.state != TaskState.CANCELLING,
         "can_retry": can_act and (task.state in TERMINAL or task.state == TaskState.UNKNOWN),
         "can_clone": role_at_least(project_role(user=user, project=task.project), Role.SUBMITTER),
+        "can_release_hold": can_act,  # shown only beside an attempt on a debug hold
     }
 
 

@@ -15,8 +15,8 @@ from cloudpivot.accounts.models import Membership, Role
 from cloudpivot.accounts.quotas import Footprint, task_footprint
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import NotFound, PermissionDenied
-from tasks.choices import HOLDS_QUOTA
-from tasks.models import Task
+from tasks.choices import HOLDS_QUOTA, CleanupState
+from tasks.models import Attempt, Task
 
 
 def tasks_visible_to(*, user: AbstractBaseUser) -> QuerySet[Task]:
@@ -118,11 +118,18 @@ def task_queue_position(*, task: Task) -> int | None:
 
 
 def task_quota_usage(*, project_id: int, connection_id: int | None) -> Footprint:
-    """What the project's admitted, unfinished tasks hold (on one connection, or on all)."""
+    """What the project's admitted, unfinished tasks hold (on one connection, or on all), and the attempts kept
+    on a debug hold until they are cleaned up: each holds its pod or VM beside any retry of its task."""
     tasks = Task.objects.filter(project_id=project_id, state__in=HOLDS_QUOTA)
+    held = Attempt.objects.filter(
+        cleanup_state=CleanupState.PENDING, hold_until__isnull=False, task__project_id=project_id
+    )
     if connection_id is not None:
         tasks = tasks.filter(connection_id=connection_id)
+        held = held.filter(task__connection_id=connection_id)
     total = Footprint()
     for spec in tasks.values_list("normalized", flat=True):
+        total = total + task_footprint(spec)
+    for spec in held.values_list("task__normalized", flat=True):
         total = total + task_footprint(spec)
     return total

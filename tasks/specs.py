@@ -14,6 +14,7 @@ from cloudpivot.json_types import JSONTypes
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
+MAX_DEBUG_HOLD_MINUTES = 7 * 24 * 60  # clusters.debug_hold.MAX_MINUTES: a connection may allow less
 # A Kubernetes object name (DNS-1123 label), e.g. a PersistentVolumeClaim's.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # A Kubernetes label key (optional DNS prefix + name) and value.
@@ -145,6 +146,8 @@ class TaskSpecSerializer(StrictSerializer):
         min_value=1, max_value=MAX_TIMEOUT_SECONDS, required=False, allow_null=True, default=None
     )
     retry_limit = serializers.IntegerField(min_value=0, max_value=20, required=False, default=0)
+    # Keep a failed attempt's pod or VM this long to get into it (clusters/debug_hold.py: the connection's limit).
+    debug_hold_minutes = serializers.IntegerField(min_value=0, max_value=MAX_DEBUG_HOLD_MINUTES, required=False)
     labels = StringMapField(required=False, default=dict)
     # Kubernetes only (other clouds refuse them): PVC mounts, node selection, tolerations.
     volumes = VolumeSerializer(many=True, required=False, max_length=20)

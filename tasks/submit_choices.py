@@ -19,6 +19,7 @@ from cloudpivot.accounts.project_secrets import project_secrets
 from cloudpivot.exceptions import ApplicationError
 from clusters.backends import get_backend
 from clusters.backends.base import TASK_FIELDS_EVERYWHERE, BackendError
+from clusters.debug_hold import debug_hold_limit
 from clusters.models import CloudConnection
 from clusters.selectors import connections_visible_to
 from tasks.models import Task
@@ -36,6 +37,7 @@ class SubmitChoices:
     defaults: dict[str, Any] = field(default_factory=dict)  # backend.task_defaults()
     secret_names: list[str] = field(default_factory=list)  # of the chosen project, names only
     problem: str = ""  # the cloud's images could not be read, in words
+    debug_hold_limit: int = 0  # the most minutes of a debug hold the cloud allows (0: the field is not shown)
 
     @property
     def kind(self) -> str:
@@ -83,7 +85,12 @@ def _cloud_fields(*, user: AbstractBaseUser, cloud_id: str) -> tuple[SubmitChoic
     except BackendError as exc:
         return SubmitChoices(connection=connection, problem=exc.message), None
     fields = frozenset(backend.task_fields)
-    return SubmitChoices(connection=connection, fields=fields, defaults=backend.task_defaults()), backend
+    limit = debug_hold_limit(connection)
+    if limit:
+        fields |= {"debug_hold_minutes"}
+    choices = SubmitChoices(connection=connection, fields=fields, defaults=backend.task_defaults())
+    choices.debug_hold_limit = limit
+    return choices, backend
 
 
 def recent_images(*, user: AbstractBaseUser, connection: CloudConnection) -> list[str]:

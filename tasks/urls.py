@@ -13,6 +13,7 @@ urlpatterns = [
     path("tasks/<uuid:task_id>/panels/", views.task_panels, name="task_panels"),
     path("tasks/<uuid:task_id>/cancel/", views.task_cancel, name="task_cancel"),
     path("tasks/<uuid:task_id>/retry/", views.task_retry, name="task_retry"),
+    path("tasks/<uuid:task_id>/release-hold/", views.task_release_hold, name="task_release_hold"),
     path("tasks/<uuid:task_id>/compare/", views.task_compare, name="task_compare"),
     path("tasks/<uuid:task_id>/log/", views.task_log, name="task_log"),
     path("tasks/<uuid:task_id>/log/download/", views.task_log_download, name="task_log_download"),

@@ -28,6 +28,7 @@ from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
 from tasks.filtersets import TaskFilterSet
 from tasks.forms import TaskDocumentForm, TaskSubmitForm, example_document, initial_from_task, new_idempotency_key
 from tasks.models import Task
+from tasks.services.debug_hold import debug_hold_release
 from tasks.services.fit import task_fit
 from tasks.submit_choices import SubmitChoices, fit_choices, submit_choices
 
@@ -158,6 +159,22 @@ def task_cancel(request: HttpRequest, task_id: Any) -> HttpResponse:
 @require_POST
 def task_retry(request: HttpRequest, task_id: Any) -> HttpResponse:
     return _act(request, task_id, "retry")
+
+
+@login_required
+@require_POST
+def task_release_hold(request: HttpRequest, task_id: Any) -> HttpResponse:
+    """The debug hold's "Release now": what the failed attempt kept is cleaned up at once."""
+    task = _task_or_404(request, task_id)
+    try:
+        released = debug_hold_release(task_id=task.pk, user=request.user)
+        numbers = ", ".join(str(number) for number in released)
+        messages.success(request, f"Released attempt {numbers}: its pod or VM is cleaned up now.")
+    except PermissionDenied as exc:
+        raise DjangoPermissionDenied(exc.message) from None
+    except Conflict as exc:
+        messages.error(request, exc.message)
+    return redirect("tasks:task_detail", task_id=task.pk)
 
 
 @login_required

@@ -37,6 +37,34 @@ class SuggestionSerializer(serializers.Serializer):
     why = serializers.CharField()
 
 
+class HowToGetInSerializer(serializers.Serializer):
+    """How to get into a held attempt's pod or VM (clusters/debug_hold.py)."""
+
+    kind = serializers.ChoiceField(choices=["kubectl_exec", "openstack_console"])
+    command = serializers.CharField(help_text="The command to run, e.g. kubectl exec -n tasks -it <pod> -c debug -- sh")
+    words = serializers.CharField()
+    namespace = serializers.CharField(required=False, help_text="Kubernetes only.")
+    pod = serializers.CharField(required=False, help_text="Kubernetes only; empty when the pod was never seen.")
+    server_id = serializers.CharField(required=False, help_text="OpenStack only.")
+
+
+class DebugHoldSerializer(serializers.Serializer):
+    """A failed attempt kept for debugging (the task's debug_hold_minutes), then cleaned up."""
+
+    until = serializers.DateTimeField(help_text="When it is cleaned up (the release time, if released).")
+    active = serializers.BooleanField(help_text="Still kept: not released, not expired, not yet cleaned up.")
+    released_at = serializers.DateTimeField(allow_null=True)
+    released_by = serializers.CharField(allow_blank=True)
+    how_to_get_in = HowToGetInSerializer(allow_null=True, help_text="While active; null after.")
+
+
+class ReleaseHoldSerializer(serializers.Serializer):
+    """The answer of POST /tasks/{id}/release-hold."""
+
+    released = serializers.ListField(child=serializers.IntegerField(), help_text="The attempts released.")
+    message = serializers.CharField()
+
+
 class AttemptSerializer(serializers.ModelSerializer):
     """One execution of a task, with its phases, failure class and retry suggestion."""
 
@@ -46,6 +74,7 @@ class AttemptSerializer(serializers.ModelSerializer):
     failure_class = serializers.CharField(read_only=True, help_text="Empty for an attempt that did not fail.")
     phases = PhaseSerializer(many=True, read_only=True)
     suggestion = SuggestionSerializer(read_only=True, allow_null=True)
+    debug_hold = DebugHoldSerializer(read_only=True, allow_null=True)
 
     class Meta:
         model = Attempt
@@ -74,6 +103,7 @@ class AttemptSerializer(serializers.ModelSerializer):
             "failure_class",
             "phases",
             "suggestion",
+            "debug_hold",
         ]
         read_only_fields = fields
 

@@ -21,6 +21,7 @@ from tasks import selectors, services
 from tasks.api.serializers import (
     AttemptCompareSerializer,
     AttemptSerializer,
+    ReleaseHoldSerializer,
     RetryInputSerializer,
     TaskAttemptsSerializer,
     TaskEventPageSerializer,
@@ -34,6 +35,7 @@ from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
 from tasks.filtersets import TaskFilterSet
 from tasks.models import LogStream, Task
 from tasks.services.attempts import MAX_ATTEMPTS
+from tasks.services.debug_hold import debug_hold_release
 from tasks.services.fit import task_fit
 from tasks.specs import TaskSpecSerializer
 
@@ -171,6 +173,16 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
             self.get_serializer(selectors.task_get_for_user(user=request.user, task_id=task.pk)).data,
             status=status.HTTP_202_ACCEPTED,
         )
+
+    @extend_schema(request=None, responses={200: ReleaseHoldSerializer})
+    @action(detail=True, methods=["post"], url_path="release-hold")
+    def release_hold(self, request: Request, pk: str) -> Response:
+        """End the debug hold of every held attempt of the task now: what it kept is cleaned up at once.
+        The task's owner or a project admin; 409 when nothing is held."""
+        task = self.get_object()
+        released = debug_hold_release(task_id=task.pk, user=request.user)
+        words = ", ".join(str(number) for number in released)
+        return Response({"released": released, "message": f"released attempt {words}; it is cleaned up now"})
 
     @extend_schema(parameters=[EventsQuerySerializer], responses={200: TaskEventPageSerializer})
     @action(detail=True, methods=["get"])

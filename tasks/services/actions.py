@@ -22,6 +22,7 @@ from tasks.choices import TERMINAL, CleanupState, StopReason, TaskState
 from tasks.models import Task
 from tasks.selectors import task_check_can_act
 from tasks.services.attempts import attempt_request_stop, attempt_stop_unstarted, current_attempt
+from tasks.services.debug_hold import debug_holds_end
 from tasks.services.lifecycle import event_append, task_lock, task_transition
 from tasks.services.spec_changes import spec_apply_changes
 
@@ -71,6 +72,7 @@ def tasks_stop_for_withdrawn_grant(*, connection_id: Any, project_id: Any) -> in
                 continue
             _cancel_locked(task, why=why, asked=why)
             stopped += 1
+    debug_holds_end(connection_id=connection_id, project_id=project_id)  # nothing of it may be kept there either
     return stopped
 
 

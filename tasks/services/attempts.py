@@ -22,6 +22,7 @@ from runner_api.bootstrap import bootstrap_secret_issue
 from tasks import dispatch
 from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState, retry_backoff_seconds
 from tasks.models import Attempt, Task
+from tasks.services.debug_hold import debug_hold_begin, debug_hold_ended
 from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
 from tasks.services.logs import log_copy_from_cloud
 from tasks.services.secret_delivery import task_secret_refs, task_secrets
@@ -280,6 +281,7 @@ def attempt_close(
     if attempt.state != AttemptState.LOST:
         attempt.state = AttemptState.FINISHED
     attempt.cleanup_state = _cleanup_needed(task, attempt)
+    debug_hold_begin(task=task, attempt=attempt, outcome=outcome, now=now, data=data)
     attempt.save()
     task.exit_code = attempt.exit_code
     changed: dict[str, Any] = {"exit_code": attempt.exit_code}  # written with the transition: one UPDATE
@@ -334,7 +336,9 @@ def attempt_cleanup(*, attempt_id: int) -> bool:
         return False
     crash_point("cleanup.removed")  # still PENDING: the next pass asks again, and the cloud has nothing left
     if done:
-        Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.DONE, cleanup_error="")
+        with transaction.atomic():  # an expired debug hold says so with the cleanup, not without it
+            Attempt.objects.filter(pk=attempt.pk).update(cleanup_state=CleanupState.DONE, cleanup_error="")
+            debug_hold_ended(attempt)
     else:
         Attempt.objects.filter(pk=attempt.pk).update(
             cleanup_error="what the attempt left is still in use; tried again later", updated_at=timezone.now()

@@ -333,5 +333,6 @@ def _finish(
                 data=details,
             )
             return 1
-        attempt_close(task=task, attempt=attempt, outcome=outcome, reason=why or outcome.lower())
+        where = {"pod": observation.evidence["pod"]} if observation and observation.evidence.get("pod") else None
+        attempt_close(task=task, attempt=attempt, outcome=outcome, reason=why or outcome.lower(), data=where)
     return 1

@@ -206,6 +206,7 @@ def cleanups_pending(limit: int = 100, now: dt.datetime | None = None) -> int:
 
     A `local` attempt's run directory is removed by its agent, which says so in its sync; here only
     those it never confirmed (an agent that died, an attempt it never held) after a grace period.
+    An attempt on a debug hold waits until `hold_until` (tasks/services/debug_hold.py).
     """
     now = now or timezone.now()
     retry = now - dt.timedelta(seconds=CLEANUP_RETRY_SECONDS)
@@ -215,6 +216,7 @@ def cleanups_pending(limit: int = 100, now: dt.datetime | None = None) -> int:
     pending = (
         Attempt.objects.filter(cleanup_state=CleanupState.PENDING)
         .filter(clouds | unconfirmed)
+        .filter(Q(hold_until__isnull=True) | Q(hold_until__lte=now))
         .values_list("pk", "task_id", "task__connection_id")[:limit]
     )
     by_connection = defaultdict(list)
@@ -293,13 +295,15 @@ def _timeouts_at() -> list[dt.datetime]:
 
 def _cleanups_at() -> list[dt.datetime]:
     rows = Attempt.objects.filter(cleanup_state=CleanupState.PENDING).values_list(
-        "task__backend", "cleanup_error", "updated_at", "closed_at"
+        "task__backend", "cleanup_error", "updated_at", "closed_at", "hold_until"
     )[:500]
     due = []
-    for backend, error, updated_at, closed_at in rows:
+    for backend, error, updated_at, closed_at, hold_until in rows:
         closed_at = closed_at or updated_at
         at = closed_at + dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS) if backend == LOCAL else closed_at
         if error:
             at = max(at, updated_at + dt.timedelta(seconds=CLEANUP_RETRY_SECONDS))
+        if hold_until:
+            at = max(at, hold_until)
         due.append(at)
     return [min(due)] if due else []

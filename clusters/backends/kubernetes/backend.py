@@ -166,7 +166,8 @@ class KubernetesBackend(ExecutionBackend):
     def cleanup(self, attempt: AttemptRef) -> bool:
         if attempt.spec.get("secrets"):  # the pod is done with it, even where finished Jobs are kept
             task_secrets.delete_secret(self.client, attempt)
-        if self.options["keep_finished_jobs"] and not attempt.stop_requested:
+        held = bool(attempt.spec.get("debug_hold_minutes"))  # its debug container may still be up: delete
+        if self.options["keep_finished_jobs"] and not attempt.stop_requested and not held:
             return True  # the cluster's TTL controller removes it after ttl_seconds_after_finished
         return self._delete_job(attempt)
 

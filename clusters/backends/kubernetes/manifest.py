@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from clusters.backends.base import AttemptRef
+from clusters.backends.kubernetes.hold import with_debug_hold
 from clusters.backends.kubernetes.labels import CONTAINER, LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, label_value
 from clusters.backends.kubernetes.task_secrets import secret_env, secret_mounts
 
@@ -70,6 +71,7 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
         job_spec["activeDeadlineSeconds"] = int(spec["timeout_seconds"])
     if options.get("ttl_seconds_after_finished") is not None:
         job_spec["ttlSecondsAfterFinished"] = int(options["ttl_seconds_after_finished"])
+    with_debug_hold(spec, pod_spec, job_spec)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

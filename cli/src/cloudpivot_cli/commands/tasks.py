@@ -170,6 +170,13 @@ def describe(args) -> int:
         ]
         + [(name.removesuffix("_at").upper(), field(name)) for name in PHASES],
     )
+    for attempt in attempts:
+        hold = attempt.get("debug_hold") or {}
+        if hold.get("active"):
+            how = hold.get("how_to_get_in") or {}
+            print(f"\nDebug hold: attempt {attempt['number']} is kept until {hold['until']}; to get in:")
+            print(f"  {how.get('command', '')}")
+            print(f"  release it now: cloudpivot task release-hold {task['id']}")
     print("\nLast events:")
     for event in recent["events"]:
         print("  " + follow.event_line(event))
@@ -194,6 +201,12 @@ def act(verb: str):
         return exitcodes.OK
 
     return run
+
+
+def release_hold(args) -> int:
+    answer = connect(args).post(f"{follow.task_path(args.id)}/release-hold")
+    print(answer["message"])
+    return exitcodes.OK
 
 
 def register(commands) -> None:
@@ -280,3 +293,11 @@ def register(commands) -> None:
     ):
         p = add_command(commands, verb, text, act(verb), f"  cloudpivot task {verb} ID\n")
         p.add_argument("id", metavar="ID")
+    p = add_command(
+        commands,
+        "release-hold",
+        "end a failed attempt's debug hold now: its pod or VM is cleaned up",
+        release_hold,
+        "  cloudpivot task release-hold ID\n",
+    )
+    p.add_argument("id", metavar="ID")
