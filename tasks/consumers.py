@@ -18,6 +18,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
+import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -90,7 +93,7 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
                 pass
             self.wake.clear()
             try:
-                messages = await database_sync_to_async(self.read_new)()
+                messages = await database_sync_to_async(self.next_read())()
             except Exception:
                 logger.warning("websocket read failed; trying again", exc_info=True)
                 await asyncio.sleep(self.poll_seconds)
@@ -101,6 +104,10 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
             for message in messages:
                 await self.send_json(message)
             await asyncio.sleep(self.min_gap_seconds)
+
+    def next_read(self) -> Callable[[], list[dict[str, Any]] | None]:
+        """The read to make now: `read_new` unless a subclass knows a smaller one is enough."""
+        return self.read_new
 
     def read_new(self) -> list[dict[str, Any]] | None:
         """Everything new since the last read (runs in a thread); None ends the stream."""
@@ -114,6 +121,9 @@ class TaskConsumer(FollowingConsumer):
       {"type": "event", "seq", "event", "message", "data", "time"}            every TaskEvent after after_seq
       {"type": "state", "seq", "state", "label", "badge", "reason", "terminal"} when the state (or reason) differs
       {"type": "log", "attempt", "position", "next_position", "data"}        log text [position, next_position)
+    A ring of the log doorbell alone (a running program's output: many a second) reads the log alone; the
+    task, its visibility to the user and its events are read on the poll (at most `poll_seconds` apart) and
+    on an event's ring. So a user removed from the project stops seeing the log within `poll_seconds`.
     Log positions count bytes across both streams of one attempt. When a newer attempt
     exists than the client's, its log starts from 0. A backlog over portal.LOG_TAIL_BYTES
     is skipped to its last LOG_TAIL_BYTES (the message's position then lies beyond the
@@ -150,6 +160,7 @@ class TaskConsumer(FollowingConsumer):
     # Doorbells (cloudpivot/realtime.py): only a hint to read now.
     async def task_changed(self, message: dict[str, Any]) -> None:
         if message.get("seq", 0) > self.seq:
+            self.events_rung = True
             self.wake.set()
 
     def log_rung(self, position: int) -> None:
@@ -162,14 +173,35 @@ class TaskConsumer(FollowingConsumer):
             await log_hub.unlisten(self.task.pk, self.log_rung)
         await super().disconnect(code)
 
+    # When the task, its visibility and its events were last read (time.monotonic()), and whether an event's
+    # doorbell rang since: both decide between a whole read and a read of the log alone (next_read).
+    checked_at = -math.inf
+    events_rung = True
+
+    def next_read(self) -> Callable[[], list[dict[str, Any]] | None]:
+        if not self.events_rung and time.monotonic() - self.checked_at < self.poll_seconds:
+            return self.read_log_new
+        return self.read_new
+
     def read_new(self) -> list[dict[str, Any]] | None:
         """The positions move as the read goes; a read that fails half-way (the database went away between
         its queries) puts them back, so the next one sends again what this one never sent: no gap."""
-        before = (self.seq, self.attempt, self.position, self.sent_state)
+        before = (self.seq, self.attempt, self.position, self.sent_state, self.checked_at)
+        self.events_rung, self.checked_at = False, time.monotonic()  # a ring from now on asks for another
         try:
             return self._read_new()
         except Exception:
-            self.seq, self.attempt, self.position, self.sent_state = before
+            self.seq, self.attempt, self.position, self.sent_state, self.checked_at = before
+            self.events_rung = True
+            raise
+
+    def read_log_new(self) -> list[dict[str, Any]]:
+        """The log bytes new since the last read, alone (a log doorbell's ring between two whole reads)."""
+        before = (self.attempt, self.position)
+        try:
+            return self._read_log()
+        except Exception:
+            self.attempt, self.position = before
             raise
 
     def _read_new(self) -> list[dict[str, Any]] | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from cloudpivot import realtime
@@ -59,6 +59,28 @@ STANDING_FIELDS = (
     "task__state",
     "task__attempts_count",
 )
+# What a batch of progress alone (log bytes, progress events: a running program's steady state) reads of the rows
+# it locks: every column of 100 tasks (the spec, a dozen dates) and of their attempts was a third of such a sync's
+# CPU. A batch with a state change (started, result, exited, lost) locks whole rows: its transitions need them.
+PROGRESS_TASK_FIELDS = ("id", "project_id", "state", "attempts_count", "last_event_seq", "normalized")
+PROGRESS_ATTEMPT_FIELDS = (
+    "id",
+    "task_id",
+    "number",
+    "external_name",
+    "acked_seq",
+    "closed_at",
+    "stop_requested_at",
+    "log_stdout_bytes",
+    "log_stderr_bytes",
+    "log_bytes",
+    "log_dropped_bytes",
+    "last_heartbeat_at",
+    "runner_contact_at",
+    "usage",
+    "runner_boot_id",
+    "runner_pid",
+)
 
 
 @dataclass
@@ -80,6 +102,13 @@ class SyncScope:
         )
         return {attempt.external_name: attempt for attempt in found}
 
+    def named(self, names: set[str]) -> Any:
+        """The caller's attempts of these names, as a query (to lock them by: _Batch.locked)."""
+        found = Attempt.objects.filter(external_name__in=names)
+        if self.attempt is not None:
+            return found.filter(pk=self.attempt.pk)
+        return found.filter(task__connection_id__in=self.connection_ids)
+
 
 def sync_apply(
     *,
@@ -92,21 +121,24 @@ def sync_apply(
     """Apply the reports and cleanup confirmations, count the call as a sign of life for every attempt named,
     answer, admit and hand out."""
     names = set(known) | {report["attempt"] for report in reports}
-    attempts = scope.attempts(names)
     errors: dict[str, dict[str, Any]] = {}
     if cleaned:
         _cleanup_confirmed(scope, cleaned)
     if not reports:
+        attempts = scope.attempts(names)
         _heartbeat(scope, agent, [attempt for name, attempt in attempts.items() if name in known])
         return sync_answer(scope=scope, names=names, attempts=attempts)
+    reported = {report["attempt"] for report in reports}
+    progress = all(event["type"] == "progress" for report in reports for event in report["events"])
     with transaction.atomic():
-        batch = _Batch.locked([attempts[r["attempt"]] for r in reports if r["attempt"] in attempts])
+        # The reported attempts are found and locked in the same two queries (no read of them before).
+        batch = _Batch.locked(scope.named(reported), progress=progress, agent=agent)
+        attempts = {attempt.external_name: attempt for attempt in batch.attempts.values()}
         for report in sorted(reports, key=lambda r: _lock_order(attempts.get(r["attempt"]))):
             attempt = attempts.get(report["attempt"])
             if attempt is None:
                 errors[report["attempt"]] = _not_yours(report["attempt"])
                 continue
-            attempt = attempts[attempt.external_name] = batch.attempts[attempt.pk]
             if attempt_superseded_or_closed(attempt):
                 if any(event["seq"] > attempt.acked_seq for event in report["events"]):
                     message = f"attempt {attempt.external_name} is closed; stop reporting"
@@ -118,7 +150,9 @@ def sync_apply(
                 if error:
                     errors[attempt.external_name] = {**_standing(attempt), "closed": True, "error": error}
         batch.write()
-    _heartbeat(scope, agent, [attempt for name, attempt in attempts.items() if name in known])
+    if rest := names - reported:  # held, with nothing to report this time
+        attempts |= scope.attempts(rest)
+    _heartbeat(scope, agent, [attempt for name, attempt in attempts.items() if name in known], batch.alive)
     return sync_answer(scope=scope, names=names, attempts=attempts, answers=errors)
 
 
@@ -150,28 +184,39 @@ class _Batch:
         "last_heartbeat_at",
         "runner_contact_at",
         "usage",
+        "runner_boot_id",
+        "runner_pid",
     )
 
-    def __init__(self, tasks: dict[Any, Task], attempts: dict[int, Attempt]) -> None:
+    def __init__(self, tasks: dict[Any, Task], attempts: dict[int, Attempt], agent: dict[str, Any]) -> None:
         self.tasks = tasks
         self.attempts = attempts
+        self.agent = agent
         self.chunks: list[LogChunk] = []
         self.events: list[TaskEvent] = []
         self.dirty: dict[int, Attempt] = {}
+        self.alive: set[int] = set()  # attempts whose heartbeat the batch wrote (in `write`)
 
     @classmethod
-    def locked(cls, attempts: list[Attempt]) -> _Batch:
-        """Tasks first, then attempts, each in id order: the order every writer takes them in (no deadlock)."""
-        if not attempts:
-            return cls({}, {})
-        task_ids = sorted({attempt.task_id for attempt in attempts})
-        tasks = {task.pk: task for task in Task.objects.select_for_update().filter(pk__in=task_ids).order_by("pk")}
-        locked = Attempt.objects.select_for_update().filter(pk__in=sorted({a.pk for a in attempts})).order_by("pk")
+    def locked(cls, attempts: Any, *, progress: bool = False, agent: dict[str, Any] | None = None) -> _Batch:
+        """The attempts of the query `attempts` and their tasks, locked: tasks first, then attempts, each in id
+        order, the order every writer takes them in (no deadlock). The query is a subquery of the task lock's:
+        the rows are found and locked in two queries. `progress`: only the columns a progress batch uses."""
+        tasks_locked = Task.objects.select_for_update().filter(pk__in=attempts.values("task_id")).order_by("pk")
+        if progress:
+            tasks_locked = tasks_locked.only(*PROGRESS_TASK_FIELDS)
+        tasks = {task.pk: task for task in tasks_locked}
+        if not tasks:
+            return cls({}, {}, agent or {})
+        locked = Attempt.objects.select_for_update().filter(pk__in=attempts.values("pk"))
+        if progress:
+            locked = locked.only(*PROGRESS_ATTEMPT_FIELDS)
         found = {}
-        for attempt in locked:
-            attempt.task = tasks[attempt.task_id]
-            found[attempt.pk] = attempt
-        return cls(tasks, found)
+        for attempt in locked.order_by("pk"):
+            if attempt.task_id in tasks:  # (an attempt's task is never another: only a deleted one is missing)
+                attempt.task = tasks[attempt.task_id]
+                found[attempt.pk] = attempt
+        return cls(tasks, found, agent or {})
 
     def apply(self, attempt: Attempt, report: dict[str, Any]) -> None:
         """Logs first, then the progress events, in memory; `write` stores them."""
@@ -186,6 +231,8 @@ class _Batch:
         attempt.runner_contact_at = attempt.runner_contact_at or now
         if report.get("usage"):
             attempt.usage = report["usage"]
+        attempt.runner_boot_id = str(self.agent.get("boot_id") or "")[:64]  # the heartbeat's columns (_heartbeat)
+        attempt.runner_pid = self.agent.get("pid")
         self.dirty[attempt.pk] = attempt
 
     def apply_alone(self, attempt: Attempt, report: dict[str, Any]) -> str:
@@ -214,6 +261,7 @@ class _Batch:
                 realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=task.last_event_seq)
         if self.dirty:
             rows_update(Attempt, list(self.ATTEMPT_FIELDS), list(self.dirty.values()))
+            self.alive.update(self.dirty)
         self.chunks, self.events, self.dirty = [], [], {}
 
 
@@ -285,9 +333,11 @@ def _apply_report(attempt: Attempt, report: dict[str, Any], chunks: list[LogChun
 _last_heartbeat: dict[tuple[str, int], tuple[float, frozenset[int]]] = {}
 
 
-def _heartbeat(scope: SyncScope, agent: dict[str, Any], held: list[Attempt]) -> None:
+def _heartbeat(scope: SyncScope, agent: dict[str, Any], held: list[Attempt], alive: set[int] | None = None) -> None:
     """Every call is a sign of life for what the caller holds: one UPDATE, at most once per heartbeat interval.
 
+    `alive`: the attempts whose heartbeat the call's batch already wrote (with their counters, in its
+    transaction); when that is every open attempt held, no UPDATE is needed (a busy agent's steady state).
     A task that went UNKNOWN because its reporter fell silent is verified by the first call after.
     """
     if not held:
@@ -299,11 +349,12 @@ def _heartbeat(scope: SyncScope, agent: dict[str, Any], held: list[Attempt]) -> 
     if last and ids <= last[1] and now - last[0] < settings.RUNNER_HEARTBEAT_SECONDS:
         return
     _last_heartbeat[key] = (now, ids)
-    Attempt.objects.filter(pk__in=ids).update(
-        last_heartbeat_at=timezone.now(),
-        runner_boot_id=str(agent.get("boot_id") or "")[:64],
-        runner_pid=agent.get("pid"),
-    )
+    if missing := ids - (alive or set()):
+        Attempt.objects.filter(pk__in=missing).update(
+            last_heartbeat_at=timezone.now(),
+            runner_boot_id=str(agent.get("boot_id") or "")[:64],
+            runner_pid=agent.get("pid"),
+        )
     for attempt in held:
         if attempt.task.state == TaskState.UNKNOWN and not attempt.is_closed:
             runner_verified_alive(attempt)
@@ -328,9 +379,9 @@ def _handout(scope: SyncScope, held: set[str]) -> list[dict[str, Any]]:
     waiting = Task.objects.filter(
         connection_id__in=scope.connection_ids, connection__dispatch_enabled=True, state=TaskState.PENDING
     )
-    admit = waiting.exists()
-    if not admit and not open_attempts.exists():
-        return []  # the usual answer of a long-poll's look: no write transaction for it
+    admit, handing = _both_exist(waiting, open_attempts)
+    if not admit and not handing:
+        return []  # the usual answer of a long-poll's look (one query): no write transaction for it
     assignments = []
     with transaction.atomic():
         for connection_id in scope.connection_ids if admit else ():
@@ -339,7 +390,8 @@ def _handout(scope: SyncScope, held: set[str]) -> list[dict[str, Any]]:
                 lambda pk=connection_id: connection_admit(connection_id=pk, announce=False),
             )
         candidates = list(open_attempts.order_by("task__created_at").only("pk", "task_id")[:HANDOUT_LIMIT])
-        locked = _Batch.locked(candidates).attempts  # all of them in two queries, in the writers' lock order
+        ids = [candidate.pk for candidate in candidates]
+        locked = _Batch.locked(Attempt.objects.filter(pk__in=ids)).attempts  # two queries, in the writers' lock order
         for candidate in candidates:
             attempt = locked.get(candidate.pk)
             if attempt is None:
@@ -351,6 +403,19 @@ def _handout(scope: SyncScope, held: set[str]) -> list[dict[str, Any]]:
                 _record_handout(task, attempt, scope)
             assignments.append(runner_assignment(attempt=attempt))
     return assignments
+
+
+def _both_exist(first: Any, second: Any) -> tuple[bool, bool]:
+    """Whether each query has a row, in one round trip (`SELECT EXISTS (…), EXISTS (…)`), not one per query."""
+    parts, params = [], []
+    for query in (first, second):
+        sql, values = query.values("pk")[:1].query.sql_with_params()
+        parts.append(f"EXISTS ({sql})")
+        params += values
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(parts)}", params)
+        row = cursor.fetchone()
+    return bool(row[0]), bool(row[1])
 
 
 def _record_handout(task: Any, attempt: Attempt, scope: SyncScope) -> None:

@@ -34,11 +34,14 @@ def measure(label: str, call) -> None:
     per_request = (time.process_time() - started) / N * 1000
     print(f"\n{label}: {per_request:.2f} ms CPU per request ({N} requests, in process)")
     if os.environ.get("BENCH_PROFILE"):
-        profile = cProfile.Profile()
+        # BENCH_PROFILE_CPU=1: CPU time only (time.process_time), not the wait for the database
+        profile = cProfile.Profile(time.process_time) if os.environ.get("BENCH_PROFILE_CPU") else cProfile.Profile()
         profile.enable()
         for _ in range(N):
             call()
         profile.disable()
+        if os.environ.get("BENCH_PROFILE_OUT"):
+            profile.dump_stats(os.environ["BENCH_PROFILE_OUT"])
         stats = pstats.Stats(profile)
         stats.sort_stats("cumulative").print_stats(40)
         stats.sort_stats("tottime").print_stats(25)
@@ -143,3 +146,55 @@ def test_log_follower_profile(api, world):
             for query in queries.captured_queries:
                 print("   ", query["sql"][:300])
         measure(label, read)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_streaming_sync_profile(world):
+    """The host agent's report while BENCH_STREAM_ATTEMPTS programs (default 100) print steadily: every attempt
+    held, each with one small log piece (a few lines) and no event, as in `make bench-streaming`'s steady state.
+    CPU per sync, and the SQL it sends (BENCH_PROFILE=1: the statements and a cProfile)."""
+    import base64
+
+    from rest_framework.test import APIClient
+
+    from cloudpivot import credentials
+    from clusters.backends.local import agent_name, connection_runs_dir
+    from tasks.services.submission import task_submit
+
+    count = int(os.environ.get("BENCH_STREAM_ATTEMPTS", "100"))
+    name = agent_name(connection_runs_dir(world.local))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {credentials.agent_credential(name=name)}")
+    agent = {"name": name, "boot_id": "b", "pid": 1}
+
+    def sync(body: dict) -> dict:
+        response = client.post("/runner/v2/sync", {"protocol": 2, "agent": agent, "wait": 0, **body}, format="json")
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    for _ in range(count):
+        task_submit(user=world.bob, document=hello_spec(command=["sleep", "600"]))
+    held: list[str] = []
+    while len(held) < count:
+        held += [a["attempt"] for a in sync({"known": held})["assignments"]]
+    now = "2026-12-03T09:00:00Z"
+    started = [{"attempt": n, "events": [{"seq": 1, "type": "started", "time": now}], "logs": []} for n in held]
+    sync({"known": held, "attempts": started})
+    offsets = dict.fromkeys(held, 0)
+
+    def report() -> None:
+        pieces = []
+        for attempt in held:
+            data = b"".join(b"%.6f 0 %d %s\n" % (time.time(), n, b"x" * 40) for n in range(4))
+            logs = [{"stream": "stdout", "offset": offsets[attempt], "data": base64.b64encode(data).decode()}]
+            pieces.append({"attempt": attempt, "events": [], "logs": logs})
+            offsets[attempt] += len(data)
+        sync({"known": held, "attempts": pieces})
+
+    with CaptureQueriesContext(connection) as queries:
+        report()
+    print(f"\nPOST /runner/v2/sync, {count} attempts streaming (one log piece each): {len(queries)} queries")
+    if os.environ.get("BENCH_PROFILE"):
+        for query in queries.captured_queries:
+            print(f"    {float(query['time']) * 1000:6.2f} ms  {query['sql'][:160]}")
+    measure(f"POST /runner/v2/sync, {count} attempts streaming", report)

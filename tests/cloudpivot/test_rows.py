@@ -9,9 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from cloudpivot.rows import SQLITE_MAX_VALUES, objects_insert, rows_update
+from cloudpivot.rows import SQLITE_MAX_VALUES, _prep, objects_insert, rows_update
 from notifications.models import FeedEvent
-from tasks.models import Attempt, LogChunk, TaskEvent
+from tasks.models import Attempt, LogChunk, Task, TaskEvent
 from tests.builders import running, submit
 
 pytestmark = pytest.mark.django_db
@@ -72,3 +72,35 @@ def test_rows_update_writes_each_row_its_own_values_and_leaves_the_others(world)
         assert attempt.usage == {"cpu_seconds": index + 0.5}
     untouched = Attempt.objects.get(pk=attempts[2].pk)
     assert untouched.log_stdout_bytes == 0 and untouched.last_heartbeat_at == before
+
+
+def test_rows_update_of_text_nulls_and_a_uuid_key(world):
+    """The other column kinds a Runner batch writes: text, a NULL, and a table keyed by UUID (Task)."""
+    task, attempt = running(world.bob)
+    attempt.runner_boot_id, attempt.runner_pid, attempt.runner_contact_at = "boot-é'\"", None, None
+    rows_update(Attempt, ["runner_boot_id", "runner_pid", "runner_contact_at"], [attempt])
+    task.last_event_seq = 77
+    rows_update(Task, ["last_event_seq"], [task])
+    again = Attempt.objects.get(pk=attempt.pk)
+    assert (again.runner_boot_id, again.runner_pid, again.runner_contact_at) == ("boot-é'\"", None, None)
+    assert Task.objects.get(pk=task.pk).last_event_seq == 77
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "value"),
+    [
+        (Attempt, "runner_boot_id", "b'oot"),
+        (Attempt, "failure_reason", "a reason"),
+        (Attempt, "runner_pid", 4242),
+        (Attempt, "log_bytes", 2**40),
+        (Attempt, "number", 3),
+        (Attempt, "last_heartbeat_at", dt.datetime(2026, 12, 3, 9, 0, 0, 12345, tzinfo=dt.UTC)),
+        (Attempt, "last_heartbeat_at", None),
+        (LogChunk, "offset", 0),
+        (LogChunk, "stream", "stdout"),
+    ],
+)
+def test_plain_values_are_prepared_as_the_orm_prepares_them(model, name, value):
+    """_prep's short way for plain values gives what the field's get_db_prep_save gives."""
+    field = model._meta.get_field(name)
+    assert repr(_prep(connection, field, value)) == repr(field.get_db_prep_save(value, connection))

@@ -12,6 +12,7 @@ from notifications.models import FeedEvent
 from runner_api import serializers
 from runner_api.serializers import SyncEventsField
 from tasks.models import Attempt, LogChunk, Task, TaskEvent
+from tasks.services import runner_sync
 from tests.runner_api.test_sync_protocol import admitted, agent, chunk, sync  # noqa: F401 (agent: a fixture)
 
 
@@ -42,6 +43,30 @@ def test_a_progress_batch_costs_the_same_queries_for_two_attempts_as_for_eight(a
             assert sync(agent, known=names, attempts=[progress(a, 2, 0) for a in attempts]).status_code == 200
         counts.append(len(captured))
     assert counts[0] == counts[1], counts
+
+
+def test_a_progress_batch_is_the_heartbeat_of_its_attempts_without_an_update_of_its_own(agent, world):  # noqa: F811
+    attempts = running(agent, world, 3)
+    names = [a.external_name for a in attempts]
+    Attempt.objects.filter(pk__in=[a.pk for a in attempts]).update(runner_boot_id="", runner_pid=None)
+    runner_sync._last_heartbeat.clear()  # a heartbeat is due
+    with CaptureQueriesContext(connection) as captured:
+        assert sync(agent, known=names, attempts=[progress(a, 2, 0) for a in attempts]).status_code == 200
+    updates = [q["sql"] for q in captured.captured_queries if q["sql"].startswith('UPDATE "tasks_attempt"')]
+    assert len(updates) == 1, updates  # the batch's counters, with the heartbeat's columns
+    # the caller's connections; (savepoint) the tasks' and the attempts' locks; chunks, events, their feed copies,
+    # the tasks' seq counters, the attempts' counters; (release); the hand-out's one look
+    assert len(captured) <= 11, [q["sql"][:80] for q in captured.captured_queries]
+    for attempt in attempts:
+        attempt.refresh_from_db()
+        assert (attempt.runner_boot_id, attempt.runner_pid) == ("b1", 4242) and attempt.last_heartbeat_at
+    # One attempt held without a report this time: its heartbeat is the separate UPDATE, for it alone.
+    runner_sync._last_heartbeat.clear()
+    quiet = attempts[0]
+    Attempt.objects.filter(pk=quiet.pk).update(runner_pid=None)
+    sync(agent, known=names, attempts=[progress(a, 5, 5) for a in attempts[1:]])
+    quiet.refresh_from_db()
+    assert quiet.runner_pid == 4242
 
 
 def test_a_progress_batch_stores_everything_once_and_copies_the_events_to_the_feed(agent, world):  # noqa: F811
