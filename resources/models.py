@@ -131,6 +131,14 @@ class Operation(BaseModel):
     result = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The worker running it (resources.services.lease): a lease renewed while it runs, so that one killed
+    # mid-way is resumed once the lease runs out, and one merely slow in a cloud call is left alone.
+    claimed_by = models.CharField(max_length=120, blank=True, help_text="host:pid:claim of the worker running it.")
+    lease_until = models.DateTimeField(null=True, blank=True, help_text="Renewed while its worker lives.")
+    resumes = models.PositiveSmallIntegerField(default=0, help_text="Times a new worker took it over.")
+    called_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the cloud accepted the action (a resume does not ask again)."
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -256,6 +256,9 @@ if REDIS_URL:
     )
 else:
     Q_CLUSTER["orm"] = "default"
+# An instance Operation's lease (resources/services/lease.py): renewed every third of it while its worker lives;
+# once it has run out the per-minute reaper resumes the Operation in another worker (docs/crash-points.md).
+INSTANCE_OPERATION_LEASE_SECONDS = env.float("CLOUDPIVOT_OPERATION_LEASE_SECONDS", default=30)
 
 # ---------------------------------------------------------------- REST framework
 REST_FRAMEWORK = {

@@ -25,10 +25,15 @@ from resources.backends.base import BackendError, CreateRequest, ServerView
 from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
 from resources.cloud_quota import quota_message
 from resources.models import Instance, Operation, Snapshot
+from resources.services.lease import Lease, lease_end, max_resumes, worker_name
 from resources.services.snapshots import snapshots_prune_over_quota
 
 S = InstanceStatus
 logger = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """Another worker resumed this Operation (this one stalled past its lease): stop, write nothing."""
 
 
 class OperationFailed(Exception):
@@ -73,16 +78,39 @@ def _poll_interval() -> float:
 
 
 def operation_run(*, operation_id: str) -> str:
+    holder = worker_name()
     with transaction.atomic():
         operation = Operation.objects.select_for_update().filter(pk=operation_id).first()
-        if operation is None or operation.state != OperationState.PENDING:
-            # running: another job has it (the reaper ends it if that job died); finished: nothing left.
-            # So a second enqueue of the same Operation (the reaper's re-enqueue, a broker retry) is a no-op.
+        now = timezone.now()
+        resuming = (
+            operation is not None
+            and operation.state == OperationState.RUNNING
+            and operation.lease_until is not None
+            and operation.lease_until < now
+            and operation.resumes < max_resumes()
+        )
+        if operation is None or (operation.state != OperationState.PENDING and not resuming):
+            # running under a live lease: another worker has it; its lease ran out: the reaper (or this very
+            # job, re-delivered) resumes it; finished: nothing left. So a second enqueue is a no-op.
             return "nothing to do"
         operation.state = OperationState.RUNNING
-        operation.started_at = operation.started_at or timezone.now()
-        operation.save(update_fields=["state", "started_at", "updated_at"])
+        operation.started_at = operation.started_at or now
+        operation.claimed_by, operation.lease_until = holder, lease_end()
+        operation.resumes += 1 if resuming else 0
+        operation.save(update_fields=["state", "started_at", "claimed_by", "lease_until", "resumes", "updated_at"])
+    lease = Lease(operation_id, holder).start()
+    try:
+        return _operation_run(operation_id, holder, lease, resuming)
+    finally:
+        lease.stop()
+
+
+def _operation_run(operation_id: str, holder: str, lease: Lease, resuming: bool) -> str:
     runner = Runner(Operation.objects.select_related("instance", "snapshot", "project").get(pk=operation_id))
+    runner.holder, runner.lease, runner.resuming = holder, lease, resuming
+    if resuming:
+        resumes = runner.operation.resumes
+        logger.warning("operation %s resumed (resume %d): its worker's lease ran out", operation_id, resumes)
     if not connection_granted(connection_id=runner.connection.pk, project_id=runner.operation.project_id):
         # queued before an admin removed the project's grant on this cloud: refused, with the reason
         words = grant_withdrawn_words(cloud_id=runner.connection.cloud_id, project_slug=runner.operation.project.slug)
@@ -90,6 +118,8 @@ def operation_run(*, operation_id: str) -> str:
         return f"refused: {words}"
     try:
         result = runner.run()
+    except LeaseLost:
+        return "lease lost: another worker resumed it"
     except OperationFailed as exc:
         runner.finish(OperationState.FAILED, kind=exc.kind, message=exc.message)
         return f"failed: {exc.message}"
@@ -104,6 +134,8 @@ def operation_run(*, operation_id: str) -> str:
         message = f"internal error (reference {operation_id}); the details are in the server log"
         runner.finish(OperationState.FAILED, kind="internal", message=message)
         return f"failed: {message}"
+    if resuming:
+        result = {**result, "resumed": runner.operation.resumes}
     runner.finish(OperationState.SUCCEEDED, result=result)
     return "succeeded"
 
@@ -116,6 +148,9 @@ class Runner:
         self.last_view: ServerView | None = None
         self.last_words = ""  # what was last seen of the thing awaited, for a timeout's message
         self.budget_ends = time.monotonic() + operation_budget_seconds()
+        self.holder = ""  # the claim operation_run holds ("" for the reaper, which finishes rows it locked)
+        self.lease: Lease | None = None
+        self.resuming = False  # a new worker took over from one whose lease ran out
 
     @property
     def backend(self):
@@ -131,14 +166,16 @@ class Runner:
             return self.snapshot_delete()
         server = self.instance.server_id
         if action in SETTLES_AT:  # the backend method has the action's name
-            call: Callable[[str], None] = getattr(self.backend, action)
-            call(server)
-            crash_point("operation.called")
+            if self.must_call(lambda view: view.status == SETTLES_AT[action]):
+                call: Callable[[str], None] = getattr(self.backend, action)
+                call(server)
+                self.called()
             view = self.wait_status(SETTLES_AT[action])
             return {"observed": view.evidence}
         if action == Action.REBOOT:
-            self.backend.reboot(server, hard=params.get("type") == "hard")
-            crash_point("operation.called")
+            if self.must_call():  # a reboot leaves no trace to read: the note of the call decides
+                self.backend.reboot(server, hard=params.get("type") == "hard")
+                self.called()
             view = self.wait_status(S.RUNNING)
             return {"observed": view.evidence, "type": params.get("type", "soft")}
         if action == Action.SNAPSHOT:
@@ -153,33 +190,46 @@ class Runner:
 
     def create(self) -> dict[str, Any]:
         params = self.operation.params
-        server_id = self.backend.create(
-            CreateRequest(
-                instance_id=str(self.instance.pk),
-                name=self.instance.name,
-                flavor_id=params["flavor_id"],
-                image=params["image"],
-                user_data=user_data_for(self.instance),
+        if self.resuming:
+            self.instance.refresh_from_db(fields=["server_id"])
+        server_id = self.instance.server_id
+        if not server_id:
+            # on a resume too: the backend adopts a server an earlier try made (OpenStack: the instance's tag;
+            # KubeVirt: the VM's name from the instance id), so a create killed before it wrote the id
+            # makes no second one
+            server_id = self.backend.create(
+                CreateRequest(
+                    instance_id=str(self.instance.pk),
+                    name=self.instance.name,
+                    flavor_id=params["flavor_id"],
+                    image=params["image"],
+                    user_data=user_data_for(self.instance),
+                )
             )
-        )
-        crash_point("operation.called")  # the server exists, the instance does not name it yet
-        Instance.objects.filter(pk=self.instance.pk).update(server_id=server_id)
-        self.instance.server_id = server_id
+            self.called()  # the server exists, the instance does not name it yet
+            Instance.objects.filter(pk=self.instance.pk).update(server_id=server_id)
+            self.instance.server_id = server_id
         view = self.wait_status(S.RUNNING)
         return {"server_id": server_id, "observed": view.evidence}
 
     def snapshot(self) -> dict[str, Any]:
         snapshot = self.operation.snapshot
-        before = self.observe()
-        image_id = self.backend.snapshot(
-            self.instance.server_id,
-            name=snapshot.name,
-            metadata={"cloudpivot_snapshot": str(snapshot.pk), "cloudpivot_instance": str(self.instance.pk)},
-        )
-        crash_point("operation.called")
-        Snapshot.objects.filter(pk=snapshot.pk).update(image_id=image_id)
-        original = before.status if before else S.RUNNING
-        self.wait_status(original)  # the server's image_snapshot task_state has cleared
+        if self.resuming:
+            snapshot.refresh_from_db(fields=["image_id"])
+        image_id = snapshot.image_id
+        if image_id:  # a resume after the cloud took the snapshot: wait for the server's task to clear
+            self.settled_view()
+        else:
+            before = self.observe()
+            image_id = self.backend.snapshot(
+                self.instance.server_id,
+                name=snapshot.name,
+                metadata={"cloudpivot_snapshot": str(snapshot.pk), "cloudpivot_instance": str(self.instance.pk)},
+            )
+            Snapshot.objects.filter(pk=snapshot.pk).update(image_id=image_id)
+            self.called()
+            original = before.status if before else S.RUNNING
+            self.wait_status(original)  # the server's image_snapshot task_state has cleared
 
         def image_ready():
             image = self.backend.image(image_id)
@@ -200,8 +250,9 @@ class Runner:
     def restore(self) -> dict[str, Any]:
         image_id = self.operation.params["image"]
         before = self.observe()
-        self.backend.rebuild(self.instance.server_id, image_id=image_id)
-        crash_point("operation.called")
+        if self.must_call():  # the same image before and after is possible: the note of the call decides
+            self.backend.rebuild(self.instance.server_id, image_id=image_id)
+            self.called()
         # Nova sets task_state rebuilding before answering; wait for it to clear with the new image in place.
         wanted = {before.status} if before and before.status in (S.RUNNING, S.STOPPED) else {S.RUNNING, S.STOPPED}
 
@@ -218,12 +269,15 @@ class Runner:
 
     def resize(self) -> dict[str, Any]:
         params = self.operation.params
-        self.backend.resize(self.instance.server_id, flavor_id=params["flavor_id"])
-        crash_point("operation.called")
+        if self.must_call(lambda view: view.raw_status == "VERIFY_RESIZE" or view.flavor == params["flavor"]):
+            self.backend.resize(self.instance.server_id, flavor_id=params["flavor_id"])
+            self.called()
 
         def verify():
             view = self.observe()
             self.fail_on_error(view)
+            if view.settled and view.raw_status in ("ACTIVE", "SHUTOFF") and view.flavor == params["flavor"]:
+                return view  # confirmed already (a resume after the confirm)
             if view.settled and view.raw_status in ("ACTIVE", "SHUTOFF") and view.flavor != params["flavor"]:
                 # Nova set task_state resize_prep before it answered: settled on the old flavor means it gave up
                 why = self.backend.action_failure(self.instance.server_id, "resize") or "no reason given"
@@ -232,8 +286,8 @@ class Runner:
                 )
             return view if view.raw_status == "VERIFY_RESIZE" and view.settled else None
 
-        self.wait(verify, "server in VERIFY_RESIZE")
-        self.backend.confirm_resize(self.instance.server_id)
+        if self.wait(verify, "server in VERIFY_RESIZE").raw_status == "VERIFY_RESIZE":
+            self.backend.confirm_resize(self.instance.server_id)
 
         def confirmed():
             view = self.observe()
@@ -251,13 +305,17 @@ class Runner:
     def delete(self) -> dict[str, Any]:
         server = self.instance.server_id
         kept: list[str] = []
+        if server and self.resuming and self.backend.server(server) is None:
+            # resumed after the server went: done; what it kept was checked by nobody
+            Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
+            return {"server_id": server, "volumes": "the server was gone when the delete was resumed", "kept": []}
         if server:
             backend = self.backend
             kept = backend.volumes_to_keep(server)
             if kept and backend.stops_before_delete:
                 self.stop_before_delete(server)
             backend.delete(server)
-            crash_point("operation.called")
+            self.called()
 
             def gone():
                 view = backend.server(server)
@@ -298,8 +356,9 @@ class Runner:
     def snapshot_delete(self) -> dict[str, Any]:
         snapshot = self.operation.snapshot
         if snapshot.image_id:
-            self.backend.delete_image(snapshot.image_id)
-            crash_point("operation.called")
+            if not (self.resuming and self.backend.image(snapshot.image_id) is None):
+                self.backend.delete_image(snapshot.image_id)
+                self.called()
 
             def gone():
                 image = self.backend.image(snapshot.image_id)
@@ -308,6 +367,36 @@ class Runner:
             self.wait(gone, f"image {snapshot.image_id} gone")
         Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.DELETED, deleted_at=timezone.now())
         return {"image_id": snapshot.image_id}
+
+    # ------------------------------------------------------------------ resuming
+    def called(self) -> None:
+        """The cloud accepted the action: noted before anything is read back, so that a resume does not ask
+        again for what leaves no trace to read (a reboot) or cannot be told apart (a rebuild, a resize)."""
+        Operation.objects.filter(pk=self.operation.pk).update(called_at=timezone.now())
+        crash_point("operation.called")
+
+    def must_call(self, done: Callable[[ServerView], bool] | None = None) -> bool:
+        """Whether to ask the cloud for the action: always on a first run. On a resume, "already done?":
+        - `done` given (the action's effect can be read): once the cloud has no task in flight on the server
+          (it would refuse a second request meanwhile), ask only if `done` does not see the effect. A stop
+          whose server is SHUTOFF succeeds without asking again (Nova answers a second stop with a 409).
+        - `done` None (a reboot leaves nothing to read, a rebuild may keep the image): the note of the call
+          decides; not noted (the worker died before its call, or in the instant after it), ask again once
+          the server has no task in flight."""
+        if not self.resuming:
+            return True
+        if done is None and self.operation.called_at is not None:
+            return False
+        view = self.settled_view()
+        return done is None or not done(view)
+
+    def settled_view(self) -> ServerView:
+        def settled():
+            view = self.observe()
+            self.fail_on_error(view)
+            return view if view.settled else None
+
+        return self.wait(settled, "the server with no task in flight")
 
     # ------------------------------------------------------------------ observing
     def observe(self) -> ServerView | None:
@@ -347,6 +436,8 @@ class Runner:
         started = time.monotonic()
         deadline = min(started + _deadline_seconds(), self.budget_ends)
         while True:
+            if self.lease is not None and self.lease.lost:
+                raise LeaseLost()
             found = check()
             if found is not None:
                 return found
@@ -361,7 +452,10 @@ class Runner:
         now = timezone.now()
         self.operation.error_kind = kind
         with transaction.atomic():
-            Operation.objects.filter(pk=self.operation.pk).update(
+            rows = Operation.objects.filter(pk=self.operation.pk)
+            if self.holder:  # a worker ends only what it still holds: not a row resumed by another one
+                rows = rows.filter(claimed_by=self.holder, state=OperationState.RUNNING)
+            ended = rows.update(
                 state=state,
                 error_kind=kind,
                 error_message=message[:4000],
@@ -369,6 +463,8 @@ class Runner:
                 finished_at=now,
                 updated_at=now,
             )
+            if not ended:
+                return
             if self.instance is not None:
                 self._settle_instance(state, message)
             snapshot = self.operation.snapshot

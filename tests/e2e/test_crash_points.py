@@ -20,7 +20,11 @@ from pathlib import Path
 
 import pytest
 from django.db import connections as db_connections
+from django.utils import timezone
 
+from clusters.models import CloudConnection
+from resources.backends.kubevirt import vm_name
+from resources.backends.openstack import instance_tag
 from resources.models import Instance, Operation
 from resources.services.reaper import operations_reap
 from resources.services.run import operation_run
@@ -156,15 +160,40 @@ def run_here(operation_id: str) -> None:
         db_connections.close_all()
 
 
-def test_kubevirt_stop_killed_after_its_cloud_call_is_reaped_with_the_instance_seen_stopped(
+LEASE = "5"  # the workers' INSTANCE_OPERATION_LEASE_SECONDS: a dead worker's claim runs out in seconds
+
+
+def resumed(operation_id: str, *, timeout: float = 60) -> Operation:
+    """The reaper's part once the dead worker's lease ran out (its per-minute schedule, run here), then the
+    resumed job's end in the restarted workers."""
+    helpers.wait_for(
+        lambda: Operation.objects.get(pk=operation_id).lease_until < timezone.now(),
+        timeout=30,
+        what="the dead worker's lease to run out",
+    )
+    assert ", 1 abandoned operations resumed," in operations_reap()
+    helpers.wait_for(
+        lambda: Operation.objects.get(pk=operation_id).state in ("succeeded", "failed"),
+        timeout=timeout,
+        what="the resumed Operation to end",
+    )
+    operation = Operation.objects.get(pk=operation_id)
+    assert operation.state == "succeeded", operation.error_message
+    assert operation.resumes == 1 and operation.result["resumed"] == 1
+    return operation
+
+
+def kube_writes(kube, method: str, plural: str = "virtualmachines") -> int:
+    requests = kube.call(lambda: list(kube.api.client_requests))
+    return sum(1 for r in requests if r.method == method and r.resource is not None and r.resource.plural == plural)
+
+
+def test_kubevirt_stop_killed_after_its_cloud_call_is_resumed_and_not_asked_again(
     kube, token_file, world, api, workers, settings
 ):
-    """operation.called: the worker dies after KubeVirt accepted the stop, before any read-back.
-
-    Not resumed (docs/crash-points.md, "Known gaps"): the Operation stays `running` until the reaper fails it
-    as lost, 160 s after it started with the defaults. The reaper runs here, in the test process, with its
-    clock moved on (INSTANCE_OPERATION_LOST_MARGIN_SECONDS) instead of waiting those minutes.
-    """
+    """operation.called: the worker dies after KubeVirt accepted the stop, before any read-back. Once its lease
+    has run out the reaper hands the Operation to the restarted workers, which read the VM first: Stopped
+    already, so the stop succeeds without a second PATCH."""
     settings.INSTANCE_POLL_SECONDS = 0.05
     kube.serve_kubevirt()
     make_connection(kube, token_file, world, vm_flavors={"small": {"vcpus": 1, "memory_mb": 1024}})
@@ -183,22 +212,52 @@ def test_kubevirt_stop_killed_after_its_cloud_call_is_reaped_with_the_instance_s
     creating.join(30)
     assert Operation.objects.get(pk=create_id).state == "succeeded"
 
+    workers.env = workers.env | {"CLOUDPIVOT_OPERATION_LEASE_SECONDS": LEASE}
     workers.start(crash_at="operation.called")
     response = api("bob").post(f"/api/v1/instances/{instance_id}/actions", {"action": "stop"}, format="json")
     assert response.status_code == 202, response.json()
     stop_id = response.json()["id"]
     workers.restart_after_crash("operation.called")
     assert kube.vm(server)["spec"]["runStrategy"] == "Halted"  # the cloud call was made
+    assert kube_writes(kube, "PATCH") == 1
     kube.vm_stopped(server)
     assert Operation.objects.get(pk=stop_id).state == "running"  # and nothing read it back
 
-    settings.INSTANCE_OPERATION_LOST_MARGIN_SECONDS = -3600  # as if the 160 s had passed
-    assert operations_reap().startswith("1 lost operations failed")
-    stop = Operation.objects.get(pk=stop_id)
-    assert (stop.state, stop.error_kind) == ("failed", "lost"), stop.error_message
+    resumed(stop_id)
+    assert kube_writes(kube, "PATCH") == 1  # read first: already Stopped, so the stop was not asked again
     instance = Instance.objects.get(pk=instance_id)
-    assert (instance.status, instance.operation_id) == ("Stopped", None)  # released, and seen as it is
+    assert (instance.status, instance.operation_id) == ("Stopped", None)
     assert list(kube.objects(VMS)) == [server]  # one VM
+
+
+def test_kubevirt_create_killed_before_the_vm_is_recorded_is_resumed_and_adopts_it(
+    kube, token_file, world, api, workers
+):
+    """operation.called in a create: the VM exists, the instance does not name it. The resumed create asks
+    again, gets a 409 for the VM's deterministic name and adopts it: one VM, the instance Running on it."""
+    kube.serve_kubevirt()
+    make_connection(kube, token_file, world, vm_flavors={"small": {"vcpus": 1, "memory_mb": 1024}})
+    workers.env = workers.env | {"CLOUDPIVOT_OPERATION_LEASE_SECONDS": LEASE}
+    workers.start(crash_at="operation.called")
+    response = api("bob").post(
+        "/api/v1/instances",
+        {"name": "vm1", "cloud": "kv-lab", "flavor": "small", "image": "quay.io/containerdisks/fedora:40"},
+        format="json",
+    )
+    assert response.status_code == 202, response.json()
+    instance_id, create_id = response.json()["instance"], response.json()["id"]
+    workers.restart_after_crash("operation.called")
+    name = vm_name(instance_id)
+    assert list(kube.objects(VMS)) == [name]  # made, and not recorded
+    assert Instance.objects.get(pk=instance_id).server_id == ""
+    kube.vm_running(name)
+
+    create = resumed(create_id)
+    assert create.result["server_id"] == name
+    instance = Instance.objects.get(pk=instance_id)
+    assert (instance.status, instance.server_id, instance.operation_id) == ("Running", name, None)
+    assert list(kube.objects(VMS)) == [name]  # one VM
+    assert kube_writes(kube, "POST") == 2  # asked again, answered 409 and adopted
 
 
 # ------------------------------------------------------------------------------ development OpenStack
@@ -239,3 +298,78 @@ def test_openstack_task_after_a_crash_has_one_server_runs_once_and_succeeds(poin
     assert marker.read_text() == "run\n"
     assert task.attempts_count == 1
     helpers.wait_for(lambda: not servers(), timeout=60, what="the server gone")
+
+
+@pytest.fixture
+def os_dev(world, openstack_cloud, settings, workers):
+    """An `os-dev` connection to the development OpenStack, in the database the workers share."""
+    from tests.plugins.openstack import INSTALLATION
+
+    settings.INSTALLATION_ID = INSTALLATION
+    connection = CloudConnection.objects.create(
+        cloud_id="os-dev",
+        backend="openstack",
+        credentials_ref=openstack_cloud.clouds_yaml,
+        options={"cloud": openstack_cloud.cloud, "flavor": "cp.tiny", "image": "cp-runner-fake", "networks": "none"},
+    )
+    connection.projects.add(world.alpha)
+    workers.env = workers.env | {"CLOUDPIVOT_INSTALLATION_ID": INSTALLATION}
+    workers.env["CLOUDPIVOT_OPERATION_LEASE_SECONDS"] = LEASE
+    conn = openstack_cloud.conn
+    yield conn
+    for server in list(conn.compute.servers(tags=f"cloudpivot-{INSTALLATION}")):
+        conn.compute.delete_server(server.id, ignore_missing=True)
+
+
+OS_CREATE = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
+
+
+def test_openstack_stop_killed_after_its_cloud_call_is_resumed_and_not_asked_again(os_dev, api, workers):
+    """operation.called against Nova: the resumed stop reads SHUTOFF and succeeds without asking again (Nova
+    would answer a second stop of a stopped server with a 409). Nova's instance actions count the stops."""
+    response = api("bob").post("/api/v1/instances", OS_CREATE, format="json")
+    assert response.status_code == 202, response.json()
+    instance_id, create_id = response.json()["instance"], response.json()["id"]
+    assert operation_run(operation_id=create_id) == "succeeded"  # here; the job queued for it is then a no-op
+    server = Instance.objects.get(pk=instance_id).server_id
+
+    workers.start(crash_at="operation.called")
+    response = api("bob").post(f"/api/v1/instances/{instance_id}/actions", {"action": "stop"}, format="json")
+    assert response.status_code == 202, response.json()
+    stop_id = response.json()["id"]
+    workers.restart_after_crash("operation.called", timeout=120)
+    helpers.wait_for(
+        lambda: (lambda s: (s.status, s.task_state))(os_dev.compute.get_server(server)) == ("SHUTOFF", None),
+        timeout=60,
+        what="Nova to stop the server",
+    )
+    assert Operation.objects.get(pk=stop_id).state == "running"
+
+    resumed(stop_id, timeout=120)
+    stops = [a for a in os_dev.compute.server_actions(server) if a.action == "stop"]
+    assert len(stops) == 1, stops  # asked once
+    instance = Instance.objects.get(pk=instance_id)
+    assert (instance.status, instance.operation_id) == ("Stopped", None)
+
+
+def test_openstack_create_killed_before_the_server_is_recorded_is_resumed_and_adopts_it(os_dev, api, workers):
+    """operation.called in a create against Nova, which keeps no name unique: the resumed create finds the
+    server by the instance's tag and adopts it. One server, the instance Running on it."""
+    workers.start(crash_at="operation.called")
+    response = api("bob").post("/api/v1/instances", OS_CREATE, format="json")
+    assert response.status_code == 202, response.json()
+    instance_id, create_id = response.json()["instance"], response.json()["id"]
+    workers.restart_after_crash("operation.called", timeout=120)
+
+    def servers() -> list[str]:
+        listed = os_dev.compute.servers(tags=instance_tag(instance_id))
+        return [s.id for s in listed if s.status not in ("DELETED", "SOFT_DELETED")]
+
+    made = servers()
+    assert len(made) == 1 and Instance.objects.get(pk=instance_id).server_id == ""  # made, not recorded
+
+    create = resumed(create_id, timeout=120)
+    assert create.result["server_id"] == made[0]
+    instance = Instance.objects.get(pk=instance_id)
+    assert (instance.status, instance.server_id, instance.operation_id) == ("Running", made[0], None)
+    assert servers() == made  # one server
