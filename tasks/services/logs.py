@@ -61,25 +61,35 @@ def log_append_locked(
     return _store(task, attempt, stream, data[length - offset :], chunks)
 
 
-def log_append_copied(*, attempt: Attempt, pieces: list[Any], cursor: dict[str, Any]) -> None:
-    """Store what was copied from a cloud's own log (no Runner) and where copying stands, in one transaction."""
+def log_append_copied(
+    *, attempt: Attempt, pieces: list[Any], cursor: dict[str, Any], since: dict[str, Any]
+) -> dict[str, Any]:
+    """Store what was copied from a cloud's own log (no Runner) and where copying stands, in one transaction.
+
+    The pieces were read from `since`; if the locked attempt's cursor is no longer there, another pass (two
+    overlapping reconcile passes, or one whose worker was killed and replaced) copied them meanwhile, and
+    they are dropped: storing them would append the same output a second time. Returns the stored cursor.
+    """
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt)
+        if (attempt.log_cursor or {}) != since:
+            return attempt.log_cursor or {}
         for piece in pieces:
             _store(task, attempt, piece.stream, piece.data)
         log_counters_save(attempt, log_cursor=cursor)
+    return cursor
 
 
 def log_copy_from_cloud(backend: Any, attempt: Attempt, ref: AttemptRef) -> None:
     """Copy what the cloud holds of the log (backends without a Runner), so it outlives the pod or VM."""
+    since = attempt.log_cursor or {}
     try:
-        pieces, cursor = backend.fetch_logs(ref, attempt.log_cursor or {})
+        pieces, cursor = backend.fetch_logs(ref, since)
     except BackendError as exc:
         logger.info("log copy for %s failed: %s", attempt, exc.message)
         return
-    if pieces or cursor != attempt.log_cursor:
-        log_append_copied(attempt=attempt, pieces=pieces, cursor=cursor)
-        attempt.log_cursor = cursor
+    if pieces or cursor != since:
+        attempt.log_cursor = log_append_copied(attempt=attempt, pieces=pieces, cursor=cursor, since=since)
 
 
 _LENGTH = {LogStream.STDOUT: "log_stdout_bytes", LogStream.STDERR: "log_stderr_bytes"}

@@ -16,7 +16,7 @@ from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass, task_cancel
 from tasks.services.admission import admit_all
 from tasks.services.attempts import attempt_ref
-from tasks.services.logs import log_read
+from tasks.services.logs import log_copy_from_cloud, log_read
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.clusters.kube_api import JOBS
@@ -77,6 +77,27 @@ def test_a_container_task_runs_and_its_log_outlives_the_pod(kube, kube_connectio
     assert log_read(task=task)["data"] == "hello; $HOME\nsecond line\nno newline at the end"
     attempt.refresh_from_db()
     assert attempt.cloud_created_at and attempt.program_started_at and attempt.finished_at
+
+
+def test_two_passes_copying_the_same_log_store_it_once(kube, kube_connection, world, inline_jobs):
+    """Two reconcile passes that overlap (or one replaced after its worker died) read the log from the same
+    cursor: the second one's copy must be dropped, not appended (the 1,000-task soak saw logs 2-3 x)."""
+    task = submit(world)
+    name = job_name(task)
+    kube.schedule(name)
+    kube.run(name)
+    kube.log(name, "once\n")
+    backend = get_backend(kube_connection)
+    first, second = Attempt.objects.get(task=task), Attempt.objects.get(task=task)  # both read before either copies
+    for attempt in (first, second):
+        ref = attempt_ref(attempt)
+        backend.observe([ref])
+        log_copy_from_cloud(backend, attempt, ref)
+    assert log_read(task=task)["data"] == "once\n"
+    assert second.log_cursor == first.log_cursor == Attempt.objects.get(pk=first.pk).log_cursor
+    kube.log(name, "twice\n")
+    log_copy_from_cloud(backend, second, attempt_ref(second))  # the loser goes on from the stored cursor
+    assert log_read(task=task)["data"] == "once\ntwice\n"
 
 
 @pytest.mark.parametrize(
