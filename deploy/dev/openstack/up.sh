@@ -112,9 +112,12 @@ lap hypervisor
 
 # what CloudPivot's tests boot: a tiny flavor, a 4 KiB raw image, and a flavor whose disk no host has
 # (within quota, so Nova accepts it and the scheduler puts the server in ERROR: "No valid host was found")
-openstack flavor show $CP_OS_FLAVOR >/dev/null 2>&1 || openstack flavor create --ram 64 --disk 1 --vcpus 1 $CP_OS_FLAVOR >/dev/null
-openstack flavor show cp.small >/dev/null 2>&1 || openstack flavor create --ram 128 --disk 1 --vcpus 1 cp.small >/dev/null
-openstack flavor show cp.nohost >/dev/null 2>&1 || openstack flavor create --ram 64 --disk 5000000 --vcpus 1 cp.nohost >/dev/null
+# (one list call: each `openstack` command costs seconds of CPU to start)
+flavors=$(openstack flavor list --all -f value -c Name)
+have() { grep -qx "$1" <<<"$flavors"; }
+have $CP_OS_FLAVOR || openstack flavor create --ram 64 --disk 1 --vcpus 1 $CP_OS_FLAVOR >/dev/null
+have cp.small || openstack flavor create --ram 128 --disk 1 --vcpus 1 cp.small >/dev/null   # what a resize goes to
+have cp.nohost || openstack flavor create --ram 64 --disk 5000000 --vcpus 1 cp.nohost >/dev/null
 if [ ! -e $S/.quotas ]; then   # room for the benchmarks (100+ servers at once)
   openstack quota set --instances 1000 --cores 4000 --ram 4096000 admin && touch $S/.quotas
 fi
