@@ -9,6 +9,8 @@ nothing uses it the reclaim deletes the DataVolume and the cluster shows it gone
 from __future__ import annotations
 
 from cloudpivot.accounts.models import AuditEntry, Quota
+from orphans.models import OrphanFinding
+from orphans.scan import orphans_scan
 from resources.models import KeptVolume
 from tests.clusters.kube_api import DATA_VOLUMES, VMIS
 from tests.helpers import wait_for
@@ -50,6 +52,8 @@ def test_a_kept_disk_is_listed_holds_volume_quota_and_is_reclaimed_only_once_not
     disk = f"{name}-root"
     op = delete_keeping(api, kv, instance_id, name)
     assert op.result["kept"] == [f"datavolume/{disk}"]
+    orphans_scan(connections=[KeptVolume.objects.get().connection])
+    assert not OrphanFinding.objects.filter(ref=disk).exists()  # kept on purpose: listed below, not an orphan
 
     listed = api("rita").get("/api/v1/volumes").json()["results"]
     assert [(v["ref"], v["size_gb"], v["state"], v["instance"], v["project"], v["cloud"]) for v in listed] == [
