@@ -24,7 +24,7 @@ from clusters.models import CloudConnection
 from orphans.listers import tagged_lister
 from orphans.listers.base import DATA_VOLUME, IMAGE, JOB, SERVER, VM, VM_SNAPSHOT, VOLUME, CloudItem, TaggedLister
 from resources.choices import InstanceStatus, SnapshotStatus
-from resources.models import Instance, Snapshot
+from resources.models import Instance, KeptVolume, Snapshot
 from tasks.choices import CleanupState
 from tasks.models import Attempt
 
@@ -95,6 +95,7 @@ class Known:
     snapshots_by_id: dict[str, Snapshot]
     attempts: dict[str, Attempt]
     images_by_source: dict[str, list[CloudItem]]
+    kept_volumes: set[str] = field(default_factory=set)  # refs of kept volumes not reclaimed yet
 
     @classmethod
     def load(cls, connection: CloudConnection, items: list[CloudItem]) -> Known:
@@ -134,6 +135,11 @@ class Known:
                 ).select_related("task__connection")
             },
             images_by_source=images_by_source,
+            kept_volumes=set(
+                KeptVolume.objects.filter(connection__in=owners, reclaimed_at__isnull=True).values_list(
+                    "ref", flat=True
+                )
+            ),
         )
 
     def references(self, item: CloudItem) -> str:
@@ -198,6 +204,8 @@ def _data_volume(item: CloudItem, known: Known) -> tuple[str, str] | None:
         return ORPHAN, "a DataVolume of this installation that no instance of CloudPivot's refers to"
     if instance.status != InstanceStatus.DELETED:
         return None
+    if f"datavolume/{item.ref}" in known.kept_volumes:
+        return None  # a kept volume of its project: listed there, reclaimed by its members (resources.services.reclaim)
     return STALE, f"instance {instance} was deleted keeping its disk; the DataVolume is still in the cloud"
 
 

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from cloudpivot.admin import ReadOnlyAdmin
 from cloudpivot.exceptions import ApplicationError
-from resources.models import Instance, Operation, Snapshot
+from resources.models import Instance, KeptVolume, Operation, Snapshot
 from resources.services import instance_owner_change
 
 
@@ -98,6 +98,16 @@ class SnapshotAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # a row delete would leave the image in the cloud: delete through the API or pages
+
+
+@admin.register(KeptVolume)
+class KeptVolumeAdmin(ReadOnlyAdmin):
+    """Read-only: a row delete would forget a disk still in the cloud (and its quota); reclaim it instead."""
+
+    list_display = ["ref", "size_gb", "project", "connection", "instance", "created_at", "reclaimed_at"]
+    list_filter = ["connection", "project"]
+    search_fields = ["id", "ref", "instance__name"]
+    readonly_fields = [f.name for f in KeptVolume._meta.fields]
 
 
 @admin.register(Operation)

@@ -40,6 +40,7 @@ class Action(models.TextChoices):
     RESIZE = "resize"
     DELETE = "delete"
     SNAPSHOT_DELETE = "snapshot_delete"
+    VOLUME_RECLAIM = "volume_reclaim"
 
 
 class OperationState(models.TextChoices):
@@ -78,8 +79,9 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     Action.RESIZE: frozenset({S.RUNNING, S.STOPPED}),
     Action.DELETE: frozenset({S.PENDING, S.RUNNING, S.PAUSED, S.SUSPENDED, S.STOPPED, S.FAILED, S.BLOCKED, S.UNKNOWN}),
 }
-# The actions asked of an existing instance (create makes one; a snapshot delete acts on a snapshot).
-INSTANCE_ACTIONS = [a for a in Action.values if a not in (Action.CREATE, Action.SNAPSHOT_DELETE)]
+# The actions asked of an existing instance (create makes one; a snapshot delete acts on a snapshot, a
+# volume reclaim on a volume a deleted instance kept).
+INSTANCE_ACTIONS = [a for a in Action.values if a not in (Action.CREATE, Action.SNAPSHOT_DELETE, Action.VOLUME_RECLAIM)]
 # The power actions and the status that proves each done (the others have their own post-conditions).
 SETTLES_AT: dict[str, str] = {
     Action.START: S.RUNNING,

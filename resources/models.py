@@ -100,6 +100,35 @@ class Snapshot(BaseModel):
         return f"{self.name} ({self.id.hex[:8]})"
 
 
+class KeptVolume(BaseModel):
+    """A disk a delete kept (`volumes: keep`): it holds its GB of the project's volume quota until reclaimed.
+
+    Reclaiming is an Operation (action volume_reclaim) that deletes the disk in the cloud only after checking
+    that no server or VM uses it; `reclaimed_at` is set once the cloud shows it gone.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="kept_volumes")
+    connection = models.ForeignKey(CloudConnection, on_delete=models.PROTECT, related_name="kept_volumes")
+    instance = models.ForeignKey(Instance, on_delete=models.PROTECT, related_name="kept_volumes")
+    ref = models.CharField(max_length=255, help_text='How the cloud names it: "datavolume/<name>", "pvc/<name>".')
+    size_gb = models.PositiveIntegerField(default=0, help_text="What it holds of max_volume_gb until reclaimed.")
+    reclaimed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["connection", "ref"],
+                condition=Q(reclaimed_at__isnull=True),
+                name="resources_keptvolume_unique_live_ref",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
 class Operation(BaseModel):
     """One write action on an instance or snapshot: who asked what, when, and what the cloud showed after."""
 

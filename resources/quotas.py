@@ -14,7 +14,7 @@ from cloudpivot.accounts.models import Project
 from cloudpivot.accounts.quotas import quota_scope, quotas_for, shared_usage
 from cloudpivot.exceptions import QuotaExceeded
 from resources.choices import InstanceStatus, SnapshotStatus
-from resources.models import Instance, Snapshot
+from resources.models import Instance, KeptVolume, Snapshot
 
 
 @dataclass
@@ -43,15 +43,22 @@ def holding_instances(*, project_id: int, connection_id: int | None):
     return rows
 
 
+def kept_volumes_holding(*, project_id: int, connection_id: int | None):
+    """Disks deleted instances kept: each holds its GB of max_volume_gb until a reclaim sees it gone."""
+    rows = KeptVolume.objects.filter(project_id=project_id, reclaimed_at__isnull=True)
+    return rows if connection_id is None else rows.filter(connection_id=connection_id)
+
+
 def instance_usage(*, project_id: int, connection_id: int | None) -> InstanceFootprint:
     totals = holding_instances(project_id=project_id, connection_id=connection_id).aggregate(
         vcpus=Sum("vcpus"), memory_mb=Sum("memory_mb"), volume_gb=Sum("disk_gb")
     )
+    kept = kept_volumes_holding(project_id=project_id, connection_id=connection_id).aggregate(gb=Sum("size_gb"))
     return InstanceFootprint(
         instances=holding_instances(project_id=project_id, connection_id=connection_id).count(),
         vcpus=totals["vcpus"] or 0,
         memory_mb=totals["memory_mb"] or 0,
-        volume_gb=totals["volume_gb"] or 0,
+        volume_gb=(totals["volume_gb"] or 0) + (kept["gb"] or 0),
     )
 
 

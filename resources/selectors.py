@@ -13,7 +13,7 @@ from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import NotFound, PermissionDenied
 from clusters.ownership import SnapshotOwner
 from resources.choices import SnapshotStatus
-from resources.models import Instance, Operation, Snapshot
+from resources.models import Instance, KeptVolume, Operation, Snapshot
 
 
 def _visible(queryset: QuerySet, user: AbstractBaseUser) -> QuerySet:
@@ -32,6 +32,14 @@ def snapshots_visible_to(*, user: AbstractBaseUser) -> QuerySet[Snapshot]:
 
 def operations_visible_to(*, user: AbstractBaseUser) -> QuerySet[Operation]:
     return _visible(Operation.objects.select_related("project", "instance", "snapshot", "requested_by"), user)
+
+
+def kept_volumes_visible_to(*, user: AbstractBaseUser) -> QuerySet[KeptVolume]:
+    return _visible(KeptVolume.objects.select_related("project", "connection", "instance"), user)
+
+
+def kept_volume_get_for_user(*, user: AbstractBaseUser, volume_id: Any) -> KeptVolume:
+    return _get(kept_volumes_visible_to(user=user), volume_id, "volume")
 
 
 def _get(queryset: QuerySet, pk: Any, what: str) -> Model:

@@ -12,4 +12,5 @@ urlpatterns = [
     path("instances/<uuid:instance_id>/", views.instance_detail, name="instance_detail"),
     path("instances/<uuid:instance_id>/panel/", views.instance_panel, name="instance_panel"),
     path("instances/<uuid:instance_id>/act/", views.instance_act, name="instance_act"),
+    path("volumes/<uuid:volume_id>/reclaim/", views.volume_reclaim, name="volume_reclaim"),
 ]

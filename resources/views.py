@@ -36,6 +36,8 @@ from resources.fit import instance_fit
 from resources.forms import InstanceLaunchForm
 from resources.launch import SNAPSHOT_PREFIX, launch_choices, launch_clouds
 from resources.models import Instance
+from resources.services import reclaim
+from resources.services.volumes import reclaim_in_flight
 from tasks.forms import new_idempotency_key
 
 BUTTONS = [  # (action, extra params, label); shown where resources.choices.ALLOWED_FROM allows them
@@ -65,7 +67,32 @@ def instance_list(request: HttpRequest) -> HttpResponse:
     for instance in page.object_list:
         instance.badge = STATUS_BADGE.get(instance.status, "grey")
     can_launch = bool(launch_clouds(user=request.user, ask_clouds=False))
-    return render(request, "resources/instance_list.html", {"page": page, "can_launch": can_launch})
+    volumes = list(selectors.kept_volumes_visible_to(user=request.user).filter(reclaimed_at__isnull=True)[:100])
+    for volume in volumes:
+        volume.in_flight = reclaim_in_flight(volume)
+        volume.can_reclaim = role_at_least(project_role(user=request.user, project=volume.project), Role.SUBMITTER)
+    context = {"page": page, "can_launch": can_launch, "kept_volumes": volumes}
+    return render(request, "resources/instance_list.html", context)
+
+
+@login_required
+@require_POST
+def volume_reclaim(request: HttpRequest, volume_id: Any) -> HttpResponse:
+    """The kept-volumes table's Reclaim button: the API's service (the same in-use check, 409 words)."""
+    try:
+        volume = selectors.kept_volume_get_for_user(user=request.user, volume_id=volume_id)
+    except NotFound:
+        raise Http404("No such volume.") from None
+    try:
+        operation, _ = reclaim.volume_reclaim(
+            user=request.user, volume=volume, idempotency_key=request.POST.get("idempotency_key", "")[:200]
+        )
+        messages.success(request, f"Reclaim of {volume.ref} requested (operation {operation.pk}).")
+    except PermissionDenied as exc:
+        raise DjangoPermissionDenied(exc.message) from None
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("resources:instance_list")
 
 
 # ---------------------------------------------------------------------------- launch

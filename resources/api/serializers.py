@@ -7,7 +7,7 @@ from rest_framework import serializers
 from cloudpivot.json_types import JSONTypes
 from resources.access import instance_ssh_command
 from resources.choices import INSTANCE_ACTIONS
-from resources.models import Instance, Operation, Snapshot
+from resources.models import Instance, KeptVolume, Operation, Snapshot
 
 
 class OperationSerializer(serializers.ModelSerializer):
@@ -105,6 +105,37 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "created_at",
             "deleted_at",
         ]
+
+
+class KeptVolumeSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug", read_only=True)
+    cloud = serializers.CharField(source="connection.cloud_id", read_only=True)
+    instance = serializers.UUIDField(source="instance_id", read_only=True)
+    instance_name = serializers.CharField(source="instance.name", read_only=True)
+    kept_at = serializers.DateTimeField(source="created_at", read_only=True)
+    state = serializers.SerializerMethodField(help_text="kept, reclaiming (an Operation in flight) or reclaimed")
+    operation = serializers.SerializerMethodField(help_text="The reclaim in flight, if any.")
+
+    class Meta:
+        model = KeptVolume
+        fields = ["id", "ref", "size_gb", "project", "cloud", "instance", "instance_name", "state", "operation"]
+        fields += ["kept_at", "reclaimed_at"]
+
+    def _in_flight(self, volume: KeptVolume):
+        from resources.services.volumes import reclaim_in_flight
+
+        if not hasattr(volume, "_reclaim"):
+            volume._reclaim = None if volume.reclaimed_at else reclaim_in_flight(volume)
+        return volume._reclaim
+
+    def get_state(self, volume: KeptVolume) -> str:
+        if volume.reclaimed_at:
+            return "reclaimed"
+        return "reclaiming" if self._in_flight(volume) else "kept"
+
+    def get_operation(self, volume: KeptVolume) -> str | None:
+        operation = self._in_flight(volume)
+        return str(operation.pk) if operation else None
 
 
 class InstanceCreateSerializer(JSONTypes, serializers.Serializer):

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cloudpivot.api import idempotency_key
-from cloudpivot.exceptions import InvalidState, UnsupportedAction, cloud_error
+from cloudpivot.exceptions import InvalidSpec, InvalidState, UnsupportedAction, cloud_error
 from cloudpivot.pagination import NewestFirst
 from clusters.api.fit import DRY_RUN, FitVerdictSerializer, dry_run
 from resources import selectors
@@ -19,6 +19,7 @@ from resources.api.serializers import (
     InstanceActionSerializer,
     InstanceCreateSerializer,
     InstanceSerializer,
+    KeptVolumeSerializer,
     OperationSerializer,
     SnapshotRestoreSerializer,
     SnapshotSerializer,
@@ -26,8 +27,9 @@ from resources.api.serializers import (
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
 from resources.fit import instance_fit
-from resources.models import Instance, Operation, Snapshot
+from resources.models import Instance, KeptVolume, Operation, Snapshot
 from resources.services import instance_action, instance_create, snapshot_delete
+from resources.services.reclaim import volume_reclaim
 
 IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)
 
@@ -150,6 +152,50 @@ class SnapshotViewSet(viewsets.ReadOnlyModelViewSet):
         else:
             create = {"name": data["name"], "flavor": data["flavor"], "project": data.get("project")}
             operation, created = instance_create(user=request.user, data=create, idempotency_key=key, snapshot=snapshot)
+        return accepted(operation, created)
+
+
+VOLUME_STATE = OpenApiParameter(
+    "state", str, enum=["kept", "reclaimed", "all"], description="kept (default): not reclaimed yet"
+)
+VOLUME_PROJECT = OpenApiParameter("project", str, description="a project slug")
+
+
+class KeptVolumeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Volumes deleted instances kept (`volumes: keep`), per project; each holds its GB of `max_volume_gb`
+    until reclaimed."""
+
+    serializer_class = KeptVolumeSerializer
+    pagination_class = NewestFirst
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return KeptVolume.objects.none()
+        rows = selectors.kept_volumes_visible_to(user=self.request.user)
+        state = self.request.query_params.get("state", "kept")
+        if state not in ("kept", "reclaimed", "all"):
+            raise InvalidSpec("unknown state", errors=[{"field": "state", "message": "kept, reclaimed or all"}])
+        if state != "all":
+            rows = rows.filter(reclaimed_at__isnull=state == "kept")
+        if self.request.query_params.get("project"):
+            rows = rows.filter(project__slug=self.request.query_params["project"])
+        return rows
+
+    def get_object(self):
+        return selectors.kept_volume_get_for_user(user=self.request.user, volume_id=self.kwargs["pk"])
+
+    @extend_schema(parameters=[VOLUME_STATE, VOLUME_PROJECT])
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=None, responses={202: OperationSerializer}, parameters=[IDEMPOTENCY])
+    @action(detail=True, methods=["post"])
+    def reclaim(self, request: Request, pk: str) -> Response:
+        """Delete the kept volume in the cloud: 202 with the Operation; 409 `volume_in_use` while a server or
+        VM still uses it (the cloud is read first, and again right before the delete)."""
+        operation, created = volume_reclaim(
+            user=request.user, volume=self.get_object(), idempotency_key=idempotency_key(request)
+        )
         return accepted(operation, created)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from clusters.backends.base import BackendError
 
-__all__ = ["BackendError", "FlavorView", "ImageView", "InstanceBackend", "ServerView", "Unsupported"]
+__all__ = ["BackendError", "FlavorView", "ImageView", "InstanceBackend", "ServerView", "Unsupported", "VolumeView"]
 
 
 class Unsupported(BackendError):
@@ -55,6 +55,18 @@ class ImageView:
     status: str  # the cloud's word (Glance: queued, saving, active, killed …)
     ready: bool
     size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class VolumeView:
+    """One observation of a kept disk. `users`: who still uses it, in words ("VirtualMachine vm2"); a reclaim
+    deletes nothing while this is not empty (the seed: release a volume only after the old writer stopped)."""
+
+    ref: str
+    size_gb: int
+    status: str
+    users: tuple[str, ...] = ()
+    deleting: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,9 +157,6 @@ class InstanceBackend:
     def delete(self, server_id: str) -> None:
         raise NotImplementedError
 
-    def delete_volumes(self, server_id: str) -> list[str]:
-        raise NotImplementedError
-
     def console_log(self, server_id: str, *, lines: int) -> str:
         raise NotImplementedError
 
@@ -172,6 +181,18 @@ class InstanceBackend:
     def lost_volumes(self, server_id: str, volumes: list[str]) -> list[str]:
         """After the delete: which of `volumes` (volumes_to_keep's answer) are gone or going."""
         return []
+
+    # Kept volumes (resources.services.volumes): read one, and delete one once nothing uses it. A backend that
+    # can (deletes_volumes) also purges an instance's volumes on delete (`volumes: purge`).
+    deletes_volumes: bool = False
+
+    def volume(self, ref: str) -> VolumeView | None:
+        """A kept volume as the cloud shows it now (None: gone), with whatever still uses it."""
+        raise Unsupported("this cloud's volumes cannot be read by CloudPivot yet")
+
+    def delete_volume(self, ref: str) -> None:
+        """Ask the cloud to delete a kept volume (already gone is done); the caller checked it is unused."""
+        raise Unsupported("this cloud's volumes cannot be deleted by CloudPivot yet")
 
     def keep_stopped(self, server_id: str) -> None:
         """The guest stopped itself: make stopped the cloud's own desired state too (nothing to do on Nova,

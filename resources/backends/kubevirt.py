@@ -26,6 +26,7 @@ from typing import Any
 from clusters.backends.kubernetes import LABEL_INSTALLATION, KubeApiError, KubeClient, label_value
 from clusters.backends.kubernetes.kubevirt_support import snapshot_support
 from clusters.models import CloudConnection
+from resources.backends import kubevirt_volumes
 from resources.backends.base import (
     BackendError,
     CreateRequest,
@@ -34,6 +35,7 @@ from resources.backends.base import (
     InstanceBackend,
     ServerView,
     Unsupported,
+    VolumeView,
 )
 from resources.backends.kubevirt_view import (
     ANNOTATION_FLAVOR,
@@ -482,11 +484,13 @@ class KubeVirtInstances(InstanceBackend):
         start (a new boot id) is the same PATCH as any start, and nothing boots the guest meanwhile."""
         self._run_strategy(server_id, "Halted", "keeping stopped")
 
-    def delete_volumes(self, server_id: str) -> list[str]:
-        raise Unsupported(
-            "purging DataVolumes is not implemented for KubeVirt yet; delete with volumes=keep "
-            f"(the DataVolumes of {server_id} stay in namespace {self.namespace})"
-        )
+    deletes_volumes = True
+
+    def volume(self, ref: str) -> VolumeView | None:
+        return kubevirt_volumes.volume(self.client, ref)
+
+    def delete_volume(self, ref: str) -> None:
+        kubevirt_volumes.delete(self.client, ref)
 
     # ------------------------------------------------------------------ helpers
     def _get(self, group: str, version: str, plural: str, name: str) -> dict[str, Any] | None:

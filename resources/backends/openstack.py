@@ -23,7 +23,6 @@ from resources.backends.base import (
     ImageView,
     InstanceBackend,
     ServerView,
-    Unsupported,
 )
 from resources.choices import InstanceStatus
 
@@ -273,14 +272,6 @@ class OpenStackInstances(InstanceBackend):
         except BackendError as exc:
             if exc.kind != "not_found":
                 raise
-
-    def delete_volumes(self, server_id: str) -> list[str]:
-        if not self.has_block_storage:
-            raise Unsupported(
-                f"the {self.connection.cloud_id} cloud has no block-storage (Cinder) service: "
-                "there are no volumes to purge"
-            )
-        raise Unsupported("purging volumes is not implemented for OpenStack yet; delete keeping volumes")
 
     # ------------------------------------------------------------------ helpers
     def _conn(self) -> Any:

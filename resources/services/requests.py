@@ -409,7 +409,7 @@ def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> 
             has_block_storage = backend.has_block_storage
         except BackendError as exc:
             raise cloud_error(exc, doing="reading the catalog") from None
-        if volumes == "purge":
+        if volumes == "purge" and not (has_block_storage and backend.deletes_volumes):
             message = (
                 f"the {instance.connection.cloud_id} cloud has no block-storage (Cinder) service, so this instance "
                 "has no volumes to purge; delete with volumes=keep"

@@ -24,9 +24,10 @@ from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, CreateRequest, ServerView
 from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
 from resources.cloud_quota import quota_message
-from resources.models import Instance, Operation, Snapshot
+from resources.models import Instance, KeptVolume, Operation, Snapshot
 from resources.services.lease import Lease, lease_end, max_resumes, worker_name
 from resources.services.snapshots import snapshots_prune_over_quota
+from resources.services.volumes import in_use_words, volume_reclaimed, volumes_keep_record, volumes_purge
 
 S = InstanceStatus
 logger = logging.getLogger(__name__)
@@ -164,6 +165,8 @@ class Runner:
             return self.create()
         if action == Action.SNAPSHOT_DELETE:
             return self.snapshot_delete()
+        if action == Action.VOLUME_RECLAIM:
+            return self.volume_reclaim()
         server = self.instance.server_id
         if action in SETTLES_AT:  # the backend method has the action's name
             if self.must_call(lambda view: view.status == SETTLES_AT[action]):
@@ -309,6 +312,7 @@ class Runner:
             # resumed after the server went: done; what it kept was checked by nobody
             Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
             return {"server_id": server, "volumes": "the server was gone when the delete was resumed", "kept": []}
+        recorded: list[dict[str, Any]] = []
         if server:
             backend = self.backend
             kept = backend.volumes_to_keep(server)
@@ -322,7 +326,21 @@ class Runner:
                 return True if view is None or view.status == S.DELETED else None
 
             self.wait(gone, f"server {server} gone")
+            if self.operation.params.get("volumes") == "purge":
+                purged, recorded = volumes_purge(self, kept)
+                Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
+                return {
+                    "server_id": server,
+                    "volumes": f"purged: {', '.join(purged) or 'none'}",
+                    "purged": purged,
+                    "kept": [v["ref"] for v in recorded],
+                    "kept_volumes": recorded,
+                }
             lost = backend.lost_volumes(server, kept)
+            # each survivor holds its GB of the volume quota until reclaimed (services.volumes)
+            recorded = volumes_keep_record(
+                instance=self.instance, backend=backend, refs=[v for v in kept if v not in lost]
+            )
             if lost:
                 Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
                 raise OperationFailed(
@@ -340,7 +358,20 @@ class Runner:
                 "the server's root disk was ephemeral and went with it"
             )
         Instance.objects.filter(pk=self.instance.pk).update(deleted_at=timezone.now())
-        return {"server_id": server, "volumes": volumes, "kept": kept}
+        return {"server_id": server, "volumes": volumes, "kept": kept, "kept_volumes": recorded}
+
+    def volume_reclaim(self) -> dict[str, Any]:
+        """Read the kept volume again (a guest may have mounted it since the request), delete it, see it gone."""
+        volume = KeptVolume.objects.get(pk=self.operation.params["volume"])
+        backend = self.backend
+        view = backend.volume(volume.ref)
+        if view is not None:
+            if view.users:
+                raise OperationFailed(in_use_words(volume, view), kind="volume_in_use")
+            backend.delete_volume(volume.ref)
+            crash_point("operation.called")
+            self.wait(lambda: True if backend.volume(volume.ref) is None else None, f"{volume.ref} gone")
+        return volume_reclaimed(volume, self.operation, deleted=view is not None)
 
     def stop_before_delete(self, server: str) -> None:
         """Stop the server and see it stopped before its disks are let go (the old writer has stopped).

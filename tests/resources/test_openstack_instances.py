@@ -177,16 +177,17 @@ def test_a_snapshot_over_the_count_limit_prunes_the_oldest_and_audits_it(os_inst
     assert os_instances.conn.image.find_image(first["result"]["image_id"], ignore_missing=True) is None
 
 
-def test_a_resize_is_checked_against_quota_and_a_resize_nova_gives_up_on_fails_with_its_words(os_instances, api):
+def test_a_resize_is_checked_against_quota_happens_on_the_one_host_and_one_nova_gives_up_on_fails(os_instances, api):
     quota = Quota.objects.create(project=os_instances.world.alpha, max_volume_gb=10)
     instance_id = finished(api, create(api).json()["id"])["instance"]
+    server_id = instance(api, instance_id)["server_id"]
     url = f"/api/v1/instances/{instance_id}/actions"
     response = api("bob").post(url, {"action": "resize", "flavor": "cp.nohost"}, format="json")
     assert response.status_code == 422, response.json()
     assert response.json()["message"].startswith("quota exceeded: volume GB 4999999/9 left"), response.json()
     quota.delete()
-    # This cloud has one compute host and does not allow resizing on the same host: Nova accepts the resize,
-    # then the scheduler gives up and the server settles on its old flavor. The Operation says so.
+    # No host has that much disk: Nova accepts the resize, then the scheduler gives up and the server settles
+    # on its old flavor. The Operation says so.
     response = api("bob").post(url, {"action": "resize", "flavor": "cp.nohost"}, format="json")
     assert response.status_code == 202
     operation = api("bob").get(f"/api/v1/operations/{response.json()['id']}").json()
@@ -195,6 +196,20 @@ def test_a_resize_is_checked_against_quota_and_a_resize_nova_gives_up_on_fails_w
     assert "Nova's resize action ended in Error" in operation["error_message"]
     vm = instance(api, instance_id)
     assert (vm["flavor"], vm["status"], vm["operation"]) == ("cp.tiny", "Running", None)
+
+    # The dev cloud allows resizing on the same host (its only one): the resize and its confirm really happen.
+    operation = act(api, instance_id, action="resize", flavor="cp.small")
+    assert operation["result"]["flavor"] == "cp.small"
+    vm = instance(api, instance_id)
+    assert (vm["flavor"], vm["memory_mb"], vm["status"]) == ("cp.small", 128, "Running")
+    conn = os_instances.conn
+    server = conn.compute.get_server(server_id)
+    assert (server.status, server.task_state, server.flavor["original_name"]) == ("ACTIVE", None, "cp.small")
+    actions = {a.action: a.message for a in conn.compute.server_actions(server_id)}
+    assert "resize" in actions and "confirmResize" in actions and actions["confirmResize"] != "Error", actions
+    migrations = [m for m in conn.compute.migrations(instance_uuid=server_id) if m.status == "confirmed"]
+    assert len(migrations) == 1 and migrations[0].migration_type == "resize", migrations
+    assert migrations[0].source_compute == migrations[0].dest_compute == "fake-compute-1"
 
 
 def test_a_server_found_shutoff_that_cloudpivot_did_not_stop_stays_stopped_until_a_new_boot_id(os_instances, api):

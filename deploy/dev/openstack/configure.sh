@@ -152,6 +152,8 @@ metadata_listen = $CP_OS_HOST
 heal_instance_info_cache_interval = -1
 sync_power_state_interval = 30
 periodic_fuzzy_delay = 0
+# one compute host: a resize (and its confirm) can only happen on the host the server is on
+allow_resize_to_same_host = True
 [api]
 auth_strategy = keystone
 [wsgi]

@@ -59,6 +59,13 @@ if ! grep -q "nova-api-rpc.conf" $S/etc/uwsgi/nova-api.ini; then
   if pid_alive nova-api; then stop_pid nova-api; fi
 fi
 
+# Resize on the one compute host (states configured before this setting get it here): nova-api reads it
+# (the scheduler is told to ignore the server's own host otherwise, and finds none).
+if ! grep -qx "allow_resize_to_same_host = True" $S/etc/nova/nova.conf; then
+  sed -i 's|^\[DEFAULT\]$|[DEFAULT]\nallow_resize_to_same_host = True|' $S/etc/nova/nova.conf
+  if pid_alive nova-api; then stop_pid nova-api; fi
+fi
+
 pg_running || runuser -u postgres -- $PGBIN/pg_ctl -D $S/pg/data -l $S/pg/postgresql.log -w start >/dev/null
 rabbitmqctl -q list_vhosts | grep -qx "$CP_OS_RABBIT_VHOST" || {
   rabbitmqctl -q add_vhost "$CP_OS_RABBIT_VHOST"
@@ -105,8 +112,12 @@ lap hypervisor
 
 # what CloudPivot's tests boot: a tiny flavor, a 4 KiB raw image, and a flavor whose disk no host has
 # (within quota, so Nova accepts it and the scheduler puts the server in ERROR: "No valid host was found")
-openstack flavor show $CP_OS_FLAVOR >/dev/null 2>&1 || openstack flavor create --ram 64 --disk 1 --vcpus 1 $CP_OS_FLAVOR >/dev/null
-openstack flavor show cp.nohost >/dev/null 2>&1 || openstack flavor create --ram 64 --disk 5000000 --vcpus 1 cp.nohost >/dev/null
+# (one list call: each `openstack` command costs seconds of CPU to start)
+flavors=$(openstack flavor list --all -f value -c Name)
+have() { grep -qx "$1" <<<"$flavors"; }
+have $CP_OS_FLAVOR || openstack flavor create --ram 64 --disk 1 --vcpus 1 $CP_OS_FLAVOR >/dev/null
+have cp.small || openstack flavor create --ram 128 --disk 1 --vcpus 1 cp.small >/dev/null   # what a resize goes to
+have cp.nohost || openstack flavor create --ram 64 --disk 5000000 --vcpus 1 cp.nohost >/dev/null
 if [ ! -e $S/.quotas ]; then   # room for the benchmarks (100+ servers at once)
   openstack quota set --instances 1000 --cores 4000 --ram 4096000 admin && touch $S/.quotas
 fi
@@ -120,7 +131,8 @@ OpenStack (fake hypervisor) is up on 127.0.0.1:
   keystone  $CP_OS_AUTH_URL   (admin / $CP_OS_PASS, project admin)
   nova :$CP_OS_NOVA_PORT  glance :$CP_OS_GLANCE_PORT  placement :$CP_OS_PLACEMENT_PORT  neutron :$CP_OS_NEUTRON_PORT
   postgres :$CP_OS_PG_PORT (private)   rabbitmq 127.0.0.1:5672 vhost $CP_OS_RABBIT_VHOST
-  clouds.yaml  $CP_OS_CLOUDS_YAML  (cloud "$CP_OS_CLOUD"); flavor $CP_OS_FLAVOR, image $CP_OS_IMAGE, networks none
+  clouds.yaml  $CP_OS_CLOUDS_YAML  (cloud "$CP_OS_CLOUD"); flavor $CP_OS_FLAVOR (resize to cp.small), image $CP_OS_IMAGE, networks none
+  resize       allow_resize_to_same_host = True (one compute host); block storage: none (no Cinder: README)
   state, logs  $S  (logs in $S/log)
   CLI          . $HERE/env.sh && openstack server list
   stop         $HERE/down.sh
