@@ -142,6 +142,8 @@ class Attempt(BaseModel):
             ),
             # The cloud page's phase percentiles read the attempts admitted in the last day (tasks/phases.py).
             models.Index(fields=["-admitted_at"], name="tasks_attempt_admitted"),
+            # Admission counts held attempts against quota on every pass (tasks/selectors.py): few rows, partial.
+            models.Index(fields=["hold_until"], name="tasks_attempt_held", condition=Q(hold_until__isnull=False)),
         ]
 
     def __str__(self) -> str:
