@@ -3,11 +3,12 @@
 
 Starts CloudPivot as `make run` does (the host agent, qcluster; SQLite, or a fresh PostgreSQL database with
 DATABASE_URL and REDIS_URL) with tests/bench/floor_urls.py added to its URLs, once per set-up in
-BENCH_FLOOR_SETUPS (default "shared,own"; with gunicorn importable also "gunicorn"):
-- shared: uvicorn ×1 serves everything, the host agent's long-polls and syncs included (`--agent-processes 0`,
-  before 2026-12-03 the only way);
-- own: uvicorn ×1 for the clients, and one more uvicorn process for the host agents on a port of their own
-  (`--agent-processes 1`, the default now);
+BENCH_FLOOR_SETUPS (default "shared,own-asgi,own"; with gunicorn importable also "gunicorn"):
+- shared: uvicorn ×1 serves everything, the host agent's long-polls and syncs included (`--agent-processes 0`),
+  the token API through Django's ASGI handler (CLOUDPIVOT_TOKEN_API_WSGI=false): main before 2026-12-03;
+- own-asgi: uvicorn ×1 for the clients, and one more uvicorn process for the host agents on a port of their own
+  (`--agent-processes 1`), the token API still through the ASGI handler;
+- own: the same with the token API through the WSGI bridge (cloudpivot/wsgi_bridge.py): the default now;
 - gunicorn: as "own", and the requests measured go to gunicorn (gthread, BENCH_GUNICORN_WORKERS workers ×
   4 threads, WSGI: cloudpivot.wsgi) on a port of its own, the candidate "a WSGI server with worker processes
   for HTTP beside uvicorn for websockets";
@@ -35,12 +36,18 @@ from tests import helpers
 from tests.bench import served as serving
 
 SPEC = {"cloud": "local", "command": ["true"]}
-SETUP_ARGS = {"shared": ("--agent-processes", "0"), "own": ("--agent-processes", "1"), "gunicorn": ()}
+ASGI = {"CLOUDPIVOT_TOKEN_API_WSGI": "false"}  # the token API through Django's ASGI handler, as before 2026-12-03
+SETUPS = {  # name → (serve's arguments, environment)
+    "shared": (("--agent-processes", "0"), ASGI),
+    "own-asgi": (("--agent-processes", "1"), ASGI),
+    "own": (("--agent-processes", "1"), {}),
+    "gunicorn": ((), {}),
+}
 AGENTS = "web for the agents (uvicorn)"
 
 
 def setups() -> list[str]:
-    default = "shared,own" + (",gunicorn" if importlib.util.find_spec("gunicorn") else "")
+    default = "shared,own-asgi,own" + (",gunicorn" if importlib.util.find_spec("gunicorn") else "")
     return [name for name in os.environ.get("BENCH_FLOOR_SETUPS", default).split(",") if name]
 
 
@@ -112,8 +119,8 @@ def run_setup(tmp_path, setup: str, requests: int) -> list[tuple[str, float, flo
         tmp_path,
         scale_out=serving.scale_out_requested(),
         label=f"floor_{setup}",
-        extra_env={"DJANGO_SETTINGS_MODULE": "tests.bench.floor_settings", **redis},
-        args=SETUP_ARGS[setup],
+        extra_env={"DJANGO_SETTINGS_MODULE": "tests.bench.floor_settings", **redis, **SETUPS[setup][1]},
+        args=SETUPS[setup][0],
     )
     gunicorn = None
     rows = []
