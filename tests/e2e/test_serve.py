@@ -100,7 +100,7 @@ class PageFollower(threading.Thread):
 def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
     """The agent reports to a web process of its own, and the task page's websocket on the main port hears it
     as it goes (the relay of the in-process layer), not only at its once-a-second read."""
-    process, port = serve(tmp_path)
+    process, port = serve(tmp_path, "--agent-processes", "1")  # on SQLite they share the port by default
     try:
         lines = read_until(process, "  api token:")
         output = "".join(lines)
@@ -221,8 +221,8 @@ def serve_migrated(var_dir: Path) -> tuple[subprocess.Popen, int, set[int]]:
         read_until(process, "CloudPivot is running", timeout=60)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
             assert answer.status == 200
-        # serve, the web process, the agents' web process, the qcluster, its sentinel and at least its two workers
-        helpers.wait_for(lambda: len(helpers.descendants([process.pid])) >= 7, timeout=30, what="the workers")
+        # serve, the web process, the qcluster, its sentinel and at least its two workers
+        helpers.wait_for(lambda: len(helpers.descendants([process.pid])) >= 6, timeout=30, what="the workers")
         time.sleep(1)  # the sentinel's monitor and pusher start beside the workers
     except BaseException:
         stop(process)

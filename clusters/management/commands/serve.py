@@ -16,12 +16,12 @@ its own supervisor in its own session, and the next agent re-attaches to them (d
 opens (--fd): one process is one Python interpreter, so this is how the web side uses
 more than one core.
 
---agent-processes N (default 1) runs N more web processes for the host agents alone, on a second
-listening socket on the loopback (--agent-port, any free port by default), whose URL the agents this
-command and the qcluster launch are given (CLOUDPIVOT_AGENT_SERVER_URL): an agent's long-polls and
-syncs (the whole life of every task after its submit) never run in the process that serves a client's
-submits, and each side has a core (docs/decisions.md, "The agents' web process"). 0: the agents use
-the port as before.
+--agent-processes N (default 1 on PostgreSQL, 0 on SQLite) runs N more web processes for the
+host agents alone, on a second listening socket on the loopback (--agent-port, any free port by
+default), whose URL the agents this command and the qcluster launch are given
+(CLOUDPIVOT_AGENT_SERVER_URL): an agent's long-polls and syncs (the whole life of every task after
+its submit) never run in the process that serves a client's submits, and each side has a core
+(docs/decisions.md, "The agents' web process"). 0: the agents use the port as before.
 
 With the embedded default's in-process channel layer, the web processes relay their rings to each
 other over datagram sockets named here (cloudpivot/channel_layer.py), so a websocket in one process
@@ -70,8 +70,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--agent-processes",
             type=int,
-            default=int(os.environ.get("CLOUDPIVOT_AGENT_WEB_PROCESSES", "1")),
-            help="Web processes for the host agents alone, on a port of their own (0: the agents use the port).",
+            default=None,
+            help="Web processes for the host agents alone, on a port of their own (0: the agents use the port). "
+            "Default (CLOUDPIVOT_AGENT_WEB_PROCESSES): 1 on PostgreSQL, 0 on SQLite, whose one write lock "
+            "makes a submit wait, in sleeps, for the other process's syncs (docs/decisions.md).",
         )
         parser.add_argument(
             "--agent-port",
@@ -101,6 +103,8 @@ class Command(BaseCommand):
     def handle(
         self, *args, host, port, web_processes, agent_processes, agent_port, server, stop_grace, bootstrap, **options
     ):
+        if agent_processes is None:
+            agent_processes = int(os.environ.get("CLOUDPIVOT_AGENT_WEB_PROCESSES", _default_agent_processes()))
         _check_web_processes(web_processes, agent_processes)
         listener = _listen(host, port)
         loopback = "::1" if ":" in host else "127.0.0.1"
@@ -222,6 +226,13 @@ def _start_host_agents(host: str, port: int) -> list:
             continue
         started.append(backend.runs_dir)
     return started
+
+
+def _default_agent_processes() -> str:
+    """1 where writers do not queue on one lock (PostgreSQL); 0 on SQLite, measured (docs/benchmarks.md, 2026-12-03
+    13:35–13:46): with the agents' syncs in another process, a submit's write waited for SQLite's lock in the
+    busy handler's sleeps (submits 15.7/s → 4.5/s), where in one process the sync thread serialises them."""
+    return "0" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "1"
 
 
 def _check_web_processes(count: int, agent_count: int) -> None:
