@@ -16,7 +16,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 
 
@@ -75,9 +75,10 @@ class WSGIBridge:
                 if not message.get("more_body"):
                     break
             body.seek(0)
-            status, headers, content = await sync_to_async(self.respond, thread_sensitive=True)(
-                wsgi_environ(scope, body, length)
-            )
+            async with ThreadSensitiveContext():  # a sync thread per request, as Django's ASGI handler has
+                status, headers, content = await sync_to_async(self.respond, thread_sensitive=True)(
+                    wsgi_environ(scope, body, length)
+                )
         finally:
             body.close()
         await send({"type": "http.response.start", "status": status, "headers": headers})
