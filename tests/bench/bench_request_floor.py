@@ -5,10 +5,10 @@ Starts CloudPivot as `make run` does (the host agent, qcluster; SQLite, or a fre
 DATABASE_URL and REDIS_URL) with tests/bench/floor_urls.py added to its URLs, once per set-up in
 BENCH_FLOOR_SETUPS (default "shared,own-asgi,own"; with gunicorn importable also "gunicorn"):
 - shared: uvicorn ×1 serves everything, the host agent's long-polls and syncs included (`--agent-processes 0`),
-  the token API through Django's ASGI handler (CLOUDPIVOT_TOKEN_API_WSGI=false): main before 2026-12-03;
+  the token API through Django's ASGI handler: main before 2026-12-03, and the default on SQLite now;
 - own-asgi: uvicorn ×1 for the clients, and one more uvicorn process for the host agents on a port of their own
   (`--agent-processes 1`), the token API still through the ASGI handler;
-- own: the same with the token API through the WSGI bridge (cloudpivot/wsgi_bridge.py): the default now;
+- own: the same with the token API through the WSGI bridge (cloudpivot/wsgi_bridge.py; off by default);
 - gunicorn: as "own", and the requests measured go to gunicorn (gthread, BENCH_GUNICORN_WORKERS workers ×
   4 threads, WSGI: cloudpivot.wsgi) on a port of its own, the candidate "a WSGI server with worker processes
   for HTTP beside uvicorn for websockets";
@@ -36,12 +36,12 @@ from tests import helpers
 from tests.bench import served as serving
 
 SPEC = {"cloud": "local", "command": ["true"]}
-ASGI = {"CLOUDPIVOT_TOKEN_API_WSGI": "false"}  # the token API through Django's ASGI handler, as before 2026-12-03
+ASGI = {"CLOUDPIVOT_TOKEN_API_WSGI": "false"}  # the token API through Django's ASGI handler (the default)
 SETUPS = {  # name → (serve's arguments, environment)
     "shared": (("--agent-processes", "0"), ASGI),
     "own-asgi": (("--agent-processes", "1"), ASGI),
-    "own": (("--agent-processes", "1"), {}),
-    "gunicorn": ((), {}),
+    "own": (("--agent-processes", "1"), {"CLOUDPIVOT_TOKEN_API_WSGI": "true"}),  # the bridge (off by default)
+    "gunicorn": (("--agent-processes", "1"), ASGI),
 }
 AGENTS = "web for the agents (uvicorn)"
 
