@@ -56,10 +56,16 @@ def stack_handler(base: type[BaseHandler], stack: str, *args, **kwargs) -> BaseH
 
 
 class RoutedASGIHandler:
-    """The ASGI application for HTTP: each request to the handler of its stack."""
+    """The ASGI application for HTTP: each request to the handler of its stack. With CLOUDPIVOT_TOKEN_API_WSGI=true
+    the bearer-token API goes through Django's WSGI handler in one thread hop (cloudpivot/wsgi_bridge.py): it has
+    no async view, and the ASGI handler's three hops cost more than its view (off by default: docs/decisions.md)."""
 
     def __init__(self) -> None:
         self.handlers = {stack: stack_handler(ASGIHandler, stack) for stack in (MACHINE, TOKEN_API, PAGES)}
+        if settings.TOKEN_API_WSGI:
+            from cloudpivot.wsgi_bridge import WSGIBridge
+
+            self.handlers[TOKEN_API] = WSGIBridge(stack_handler(WSGIHandler, TOKEN_API))
 
     async def __call__(self, scope, receive, send):
         authorization = next((value for name, value in scope.get("headers", ()) if name == b"authorization"), b"")

@@ -133,11 +133,16 @@ def ring_agents() -> bool:
     """Ring the agents' doorbell; True when a long-poll listens in this very process (the in-process layer),
     or answered so recently that the agent's next one, which looks first, is under way.
 
-    With the in-process layer a ring reaches only this process's long-polls: a caller that gets False
-    pokes the agent on this host directly (clusters/backends/local.py). With Redis it reaches them all.
+    With the in-process layer a ring reaches only this process's long-polls, and those of the other web
+    processes of `manage.py serve` (the relay, cloudpivot/channel_layer.py: among them the one the host
+    agents talk to, whose long-polls listen before they look): a caller that gets False pokes the agent
+    on this host directly (clusters/backends/local.py). With Redis it reaches them all.
     """
     layer = get_channel_layer()
     if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(AGENT_DOORBELL):
+        if getattr(layer, "peers", None):
+            _send([AGENT_DOORBELL], {"type": "agent.doorbell"})
+            return True
         return time.monotonic() - _long_poll_answered_at < AGENT_RETURNS_SECONDS  # nothing to send here
     _send([AGENT_DOORBELL], {"type": "agent.doorbell"})
     return True

@@ -19,6 +19,11 @@ import uvicorn
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fd", type=int, required=True, help="an inherited listening socket")
+    parser.add_argument(
+        "--serves",
+        default="",
+        help="who this process serves (`agents`: the host agents' own port); a label for `ps` and the benchmarks",
+    )
     parser.add_argument("application", help="module:attribute of the ASGI application")
     args = parser.parse_args()
     listener = socket.socket(fileno=args.fd)  # family and type read from the socket: AF_INET(6), SOCK_STREAM

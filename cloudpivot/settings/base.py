@@ -356,6 +356,13 @@ RUNS_DIR = Path(env.str("CLOUDPIVOT_RUNS_DIR", default=str(VAR_DIR / "runs")))
 CREDENTIALS_DIR = Path(env.str("CLOUDPIVOT_CREDENTIALS_DIR", default=str(VAR_DIR / "credentials")))
 # The URL Runners use to reach this server; for the local backend, this host.
 RUNNER_SERVER_URL = env.str("CLOUDPIVOT_RUNNER_SERVER_URL", default=f"http://127.0.0.1:{env.int('PORT', 8000)}")
+# The URL this host's agents (the `local` backend) use: `manage.py serve` gives them a web process of their own
+# on a port of their own (docs/decisions.md, "The agents' web process"); empty: RUNNER_SERVER_URL.
+AGENT_SERVER_URL = env.str("CLOUDPIVOT_AGENT_SERVER_URL", default="")
+# true: the bearer-token REST API through Django's WSGI handler in one thread hop under the ASGI server
+# (cloudpivot/wsgi_bridge.py). Off by default: it cut the CPU of every token-API request by 1.2-4.3 ms, but
+# the 200-task submit rate fell in both runs with it (docs/benchmarks.md, 2026-12-03 13:05-14:10), cause not found.
+TOKEN_API_WSGI = env.bool("CLOUDPIVOT_TOKEN_API_WSGI", default=False)
 RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", default=1.0)
 # Silence longer than this from a Runner makes its task UNKNOWN (never a silent re-run).
 RUNNER_HEARTBEAT_DEADLINE_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_DEADLINE_SECONDS", default=60.0)

@@ -50,6 +50,26 @@ def agent_name(runs_dir: Path) -> str:
     return "local-" + hashlib.sha256(os.path.abspath(runs_dir).encode()).hexdigest()[:16]
 
 
+def agent_server_url() -> str:
+    """Where this host's agents report: their own web process under `manage.py serve`, else the Runners' URL."""
+    return settings.AGENT_SERVER_URL or settings.RUNNER_SERVER_URL
+
+
+def running_agent_server_url(runs_dir: Path) -> str | None:
+    """The --server-url the live agent of `runs_dir` was started with (from /proc), or None."""
+    pid = agent_pid(runs_dir)
+    if not pid or pid < 0:
+        return None
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for flag, value in zip(words, words[1:], strict=False):
+        if flag == b"--server-url":
+            return value.decode(errors="replace")
+    return None
+
+
 def agent_pid(runs_dir: Path) -> int | None:
     """The live agent's pid (-1 if it has not written it yet), or None if nobody holds agent.lock."""
     path = runs_dir / "agent.lock"
@@ -177,7 +197,7 @@ class LocalBackend(ExecutionBackend):
                         str(AGENT_PROGRAM),
                         "--detach",
                         "--server-url",
-                        settings.RUNNER_SERVER_URL,
+                        agent_server_url(),
                         "--credential-file",
                         str(credential_file),
                         "--state-dir",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 # (a word of the command line, the kind it names): the first that matches wins, so the web servers come before
 # the word "serve", which is in "cloudpivot.webserver" too (and in `manage.py serve`, the parent of them all).
 KINDS = (
+    ("--serves agents", "web for the agents (uvicorn)"),  # serve's web process of the host agents' own port
     ("cloudpivot.webserver", "web (uvicorn)"),
     ("uvicorn", "web (uvicorn)"),
     ("daphne", "web (daphne)"),
@@ -138,6 +140,7 @@ def start(
         env["REDIS_URL"] = os.environ["REDIS_URL"]
         database = "PostgreSQL + Redis"
     env |= extra_env or {}
+    args = (*args, *shlex.split(os.environ.get("BENCH_SERVE_ARGS", "")))  # e.g. "--agent-processes 0" for an A/B
     log_path = tmp_path / f"serve-{label}.log"
     log = log_path.open("w")  # a file, not a pipe: nobody would drain a pipe, and a full one blocks the servers
     process = subprocess.Popen(

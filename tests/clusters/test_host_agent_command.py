@@ -35,3 +35,16 @@ def test_the_command_line_carries_the_run_as_account(world):
     out = StringIO()
     call_command("host_agent", stdout=out)
     assert out.getvalue().startswith("CLOUDPIVOT_RUN_AS=cloudpivot-tasks ")
+
+
+def test_the_agent_reports_to_the_agents_url_when_there_is_one(world, settings):
+    """The agents' own web process (deploy/systemd/cloudpivot-agents-web.service); without one, the Runners' URL."""
+    settings.RUNNER_SERVER_URL = "https://cloudpivot.example.org"
+    settings.AGENT_SERVER_URL = ""
+    out = StringIO()
+    call_command("host_agent", stdout=out)
+    assert "--server-url https://cloudpivot.example.org " in out.getvalue()
+    settings.AGENT_SERVER_URL = "http://127.0.0.1:8001"
+    out = StringIO()
+    call_command("host_agent", stdout=out)
+    assert "--server-url http://127.0.0.1:8001 " in out.getvalue()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -61,12 +63,50 @@ def stop(process: subprocess.Popen) -> None:
         helpers.stop_process_group(process, sig=signal.SIGKILL)
 
 
+SESSION = """
+import json
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+client = Client()
+client.force_login(get_user_model().objects.get(username="admin"))
+print(json.dumps(client.cookies[settings.SESSION_COOKIE_NAME].value))
+"""
+
+
+class PageFollower(threading.Thread):
+    """A task page's websocket (the main port): the log messages it gets, each a push or the 1 s poll's read."""
+
+    def __init__(self, url: str, session: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.session = url, session
+        self.logs: list[dict] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        from websockets.sync.client import connect
+
+        headers = {"Origin": "http://127.0.0.1", "Cookie": f"sessionid={self.session}"}
+        with connect(self.url, additional_headers=headers, open_timeout=10) as socket:
+            while not self.done.is_set():
+                try:
+                    message = json.loads(socket.recv(timeout=0.2))
+                except TimeoutError:
+                    continue
+                if message["type"] == "log":
+                    self.logs.append(message)
+
+
 def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
-    process, port = serve(tmp_path)
+    """The agent reports to a web process of its own, and the task page's websocket on the main port hears it
+    as it goes (the relay of the in-process layer), not only at its once-a-second read."""
+    process, port = serve(tmp_path, "--agent-processes", "1")  # on SQLite they share the port by default
     try:
         lines = read_until(process, "  api token:")
         output = "".join(lines)
         assert f"CloudPivot is running: http://127.0.0.1:{port}/" in output
+        agents_url = next(line.split()[-1] for line in lines if "web process for the host agents on" in line)
+        assert agents_url.startswith("http://127.0.0.1:") and agents_url != f"http://127.0.0.1:{port}"
         assert "  user: admin" in output and "  password: " in output
         token = next(line.split()[-1] for line in lines if line.startswith("  api token:"))
         url = f"http://127.0.0.1:{port}/api/v1/tasks"
@@ -74,8 +114,20 @@ def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
         def call(method, path="", body=None):
             return helpers.api_call(url, method, path, token, body)
 
-        program = "import time; print('hello'); time.sleep(2); print('bye')"
+        session = json.loads(
+            subprocess.run(
+                [sys.executable, "manage.py", "shell", "-c", SESSION],
+                cwd=helpers.BASE_DIR,
+                env=environment(tmp_path / "var"),
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.splitlines()[-1]
+        )
+        program = "import time\nfor n in range(12):\n    print(n, flush=True); time.sleep(0.25)"
         task = call("POST", body={"cloud": "local", "command": ["python3", "-c", program]})
+        follower = PageFollower(f"ws://127.0.0.1:{port}/ws/tasks/{task['id']}/", session)
+        follower.start()
         helpers.wait_for(
             lambda: call("GET", f"/{task['id']}")["state"] in ("SUCCEEDED", "FAILED", "UNKNOWN"),
             timeout=60,
@@ -83,20 +135,32 @@ def test_serve_bootstraps_runs_a_task_and_stops_on_ctrl_c(tmp_path):
             what="the task to finish",
         )
         assert call("GET", f"/{task['id']}")["state"] == "SUCCEEDED"
-        assert call("GET", f"/{task['id']}/logs")["data"] == "hello\nbye\n"
+        assert call("GET", f"/{task['id']}/logs")["data"] == "".join(f"{n}\n" for n in range(12))
+        time.sleep(1.5)
+        follower.done.set()
+        follower.join(timeout=10)
+        # 3 s of output: the page's own reads (1 s apart) would bring it in about 4 pieces; pushed, in many more.
+        assert len(follower.logs) >= 7, follower.logs
         agent = int((tmp_path / "var" / "runs" / "agent.lock").read_text())
         assert helpers.pid_alive(agent)  # serve started the host agent
+        command = Path(f"/proc/{agent}/cmdline").read_bytes().split(b"\0")
+        assert command[command.index(b"--server-url") + 1].decode() == agents_url
     finally:
         stop(process)
     assert process.returncode == 0, process.stdout.read()
     helpers.wait_for(lambda: not helpers.pid_alive(agent), timeout=10, what="Ctrl-C to stop the host agent too")
 
 
-def test_several_web_processes_are_refused_without_the_shared_channel_layer(tmp_path):
-    process, _ = serve(tmp_path, "--web-processes", "2")
-    output, _ = process.communicate(timeout=60)
-    assert process.returncode != 0
-    assert "--web-processes 2 needs the shared channel layer: set REDIS_URL" in output
+def test_several_web_processes_need_no_redis(tmp_path):
+    """The in-process layer relays between serve's web processes: no shared layer needed."""
+    process, port = serve(tmp_path, "--web-processes", "2")
+    try:
+        assert "  2 web processes (uvicorn) on the port\n" in read_until(process, "  api token:")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        stop(process)
+    assert process.returncode == 0
 
 
 def test_several_web_processes_accept_on_one_port(tmp_path):
@@ -106,7 +170,11 @@ def test_several_web_processes_accept_on_one_port(tmp_path):
     try:
         assert "  2 web processes (uvicorn) on the port\n" in read_until(process, "  api token:")
         table = helpers.processes()
-        web = [pid for pid, (parent, _, command) in table.items() if parent == process.pid and "webserver" in command]
+        web = [
+            pid
+            for pid, (parent, _, command) in table.items()
+            if parent == process.pid and "webserver" in command and "agents" not in command
+        ]
         assert len(web) == 2, web
         for frozen in web:
             os.kill(frozen, signal.SIGSTOP)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters.backends.local import (
@@ -12,6 +11,7 @@ from clusters.backends.local import (
     LocalBackend,
     agent_credential_file_write,
     agent_name,
+    agent_server_url,
     connection_run_as,
 )
 from clusters.models import CloudConnection
@@ -33,7 +33,7 @@ class Command(BaseCommand):
         run_as = connection_run_as(connection)
         environment = f"CLOUDPIVOT_RUN_AS={run_as} " if run_as else ""
         self.stdout.write(
-            f"{environment}{sys.executable} {AGENT_PROGRAM} --server-url {settings.RUNNER_SERVER_URL} "
+            f"{environment}{sys.executable} {AGENT_PROGRAM} --server-url {agent_server_url()} "
             f"--state-dir {runs_dir} "
             f"--credential-file {credential_file} --name {agent_name(runs_dir)}\n"
         )

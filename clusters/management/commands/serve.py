@@ -14,8 +14,18 @@ its own supervisor in its own session, and the next agent re-attaches to them (d
 
 --web-processes N runs N web processes that accept on one listening socket this command
 opens (--fd): one process is one Python interpreter, so this is how the web side uses
-more than one core. Several need the shared (Redis) channel layer: with the in-process
-layer a websocket would not hear what another web process rings.
+more than one core.
+
+--agent-processes N (default 1 on PostgreSQL, 0 on SQLite) runs N more web processes for the
+host agents alone, on a second listening socket on the loopback (--agent-port, any free port by
+default), whose URL the agents this command and the qcluster launch are given
+(CLOUDPIVOT_AGENT_SERVER_URL): an agent's long-polls and syncs (the whole life of every task after
+its submit) never run in the process that serves a client's submits, and each side has a core
+(docs/decisions.md, "The agents' web process"). 0: the agents use the port as before.
+
+With the embedded default's in-process channel layer, the web processes relay their rings to each
+other over datagram sockets named here (cloudpivot/channel_layer.py), so a websocket in one process
+hears what another rings; with Redis, Redis does that.
 """
 
 from __future__ import annotations
@@ -32,8 +42,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from cloudpivot.channel_layer import NAME_ENV, PEERS_ENV
 from cloudpivot.process_groups import start_group, stop_groups
-from clusters.backends.local import agent_stop
+from clusters.backends.local import agent_pid, agent_stop, running_agent_server_url
 
 # The ASGI servers a web process may run (`python -m <these> --fd N cloudpivot.asgi:application`).
 # Both serve HTTP and websockets; uvicorn is the default for what it costs per request (docs/decisions.md).
@@ -54,7 +65,21 @@ class Command(BaseCommand):
             "--web-processes",
             type=int,
             default=int(os.environ.get("CLOUDPIVOT_WEB_PROCESSES", "1")),
-            help="Web processes sharing the port (more than 1 needs REDIS_URL).",
+            help="Web processes sharing the port.",
+        )
+        parser.add_argument(
+            "--agent-processes",
+            type=int,
+            default=None,
+            help="Web processes for the host agents alone, on a port of their own (0: the agents use the port). "
+            "Default (CLOUDPIVOT_AGENT_WEB_PROCESSES): 1 on PostgreSQL, 0 on SQLite, whose one write lock "
+            "makes a submit wait, in sleeps, for the other process's syncs (docs/decisions.md).",
+        )
+        parser.add_argument(
+            "--agent-port",
+            type=int,
+            default=int(os.environ.get("CLOUDPIVOT_AGENT_PORT", "0")),
+            help="The agents' port on the loopback (0: any free port).",
         )
         parser.add_argument(
             "--server",
@@ -75,14 +100,24 @@ class Command(BaseCommand):
             help="Migrate, collect static files, create demo data and print how to log in.",
         )
 
-    def handle(self, *args, host, port, web_processes, server, stop_grace, bootstrap, **options):
-        _check_web_processes(web_processes)
+    def handle(
+        self, *args, host, port, web_processes, agent_processes, agent_port, server, stop_grace, bootstrap, **options
+    ):
+        if agent_processes is None:
+            agent_processes = int(os.environ.get("CLOUDPIVOT_AGENT_WEB_PROCESSES", _default_agent_processes()))
+        _check_web_processes(web_processes, agent_processes)
         listener = _listen(host, port)
+        loopback = "::1" if ":" in host else "127.0.0.1"
+        agent_listener = _listen(loopback, agent_port) if agent_processes else None
         banner = self._bootstrap() if bootstrap else []
         env = os.environ | {"PORT": str(port), "DJANGO_SETTINGS_MODULE": os.environ["DJANGO_SETTINGS_MODULE"]}
+        if agent_listener is not None:
+            agent_url = f"http://{'[::1]' if ':' in loopback else loopback}:{agent_listener.getsockname()[1]}"
+            env["CLOUDPIVOT_AGENT_SERVER_URL"] = settings.AGENT_SERVER_URL = agent_url
+        # The relay of the in-process channel layer: a name per web process, every child told them all.
+        names = [f"cloudpivot-layer-{os.getpid()}-{index}" for index in range(web_processes + agent_processes)]
+        env[PEERS_ENV] = ",".join(names)
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        fd = listener.fileno()
-        web = [sys.executable, "-m", *WEB_SERVERS[server], "--fd", str(fd), "cloudpivot.asgi:application"]
         stop = {"now": False}
 
         def request_stop(signum, frame):
@@ -94,16 +129,40 @@ class Command(BaseCommand):
         url = f"http://{host}:{port}/"
         processes: list[subprocess.Popen] = []
         agents: list = []
+        # (socket, processes, a label in the agents' command line: for `ps` and the benchmarks' CPU by process)
+        sockets = [(listener, web_processes, ())]
+        if agent_listener is not None:
+            sockets.append((agent_listener, agent_processes, ("--serves", "agents") if server == "uvicorn" else ()))
         try:
-            for _ in range(web_processes):
-                processes.append(start_group(web, env=env, cwd=settings.BASE_DIR, pass_fds=(fd,)))
+            for sock, count, role in sockets:
+                fd = sock.fileno()
+                web = [
+                    sys.executable,
+                    "-m",
+                    *WEB_SERVERS[server],
+                    "--fd",
+                    str(fd),
+                    *role,
+                    "cloudpivot.asgi:application",
+                ]
+                for _ in range(count):
+                    child_env = env | {NAME_ENV: names[len(processes)]}
+                    processes.append(start_group(web, env=child_env, cwd=settings.BASE_DIR, pass_fds=(fd,)))
             processes.append(start_group([*manage, "qcluster"], env=env, cwd=settings.BASE_DIR))
-            listener.close()  # the web processes hold it now
+            for sock, _, _ in sockets:
+                sock.close()  # the web processes hold them now
             self._wait_until_up(url, processes, stop)
+            if agent_listener is not None:
+                self._wait_until_up(settings.AGENT_SERVER_URL + "/", processes, stop)
             agents = _start_host_agents(host, port)
             self.stdout.write("\nCloudPivot is running: " + url)
             plural = "es" if web_processes > 1 else ""
             self.stdout.write(f"  {web_processes} web process{plural} ({server}) on the port")
+            if agent_listener is not None:
+                plural = "es" if agent_processes > 1 else ""
+                self.stdout.write(
+                    f"  {agent_processes} web process{plural} for the host agents on {settings.AGENT_SERVER_URL}"
+                )
             for line in banner:
                 self.stdout.write("  " + line)
             self.stdout.write(f"  API docs: {url}api/docs/   Ctrl-C stops the web server and the workers.\n")
@@ -142,9 +201,12 @@ class Command(BaseCommand):
 
 
 def _start_host_agents(host: str, port: int) -> list:
-    """The host agent of every `local` connection, reporting to this server."""
+    """The host agent of every `local` connection, reporting to this server (to the agents' web process).
+
+    An agent left running by an earlier serve that reports elsewhere (that serve was killed, its agents'
+    port is gone) is stopped first and started again with this URL: its programs run on, and it re-attaches."""
     from clusters.backends.base import BackendError
-    from clusters.backends.local import LocalBackend
+    from clusters.backends.local import LocalBackend, agent_server_url
     from clusters.models import CloudConnection
 
     if not os.environ.get("CLOUDPIVOT_RUNNER_SERVER_URL"):
@@ -152,6 +214,11 @@ def _start_host_agents(host: str, port: int) -> list:
     started = []
     for connection in CloudConnection.objects.filter(backend="local"):
         backend = LocalBackend(connection)
+        elsewhere = running_agent_server_url(backend.runs_dir)
+        if elsewhere not in (None, agent_server_url()) and agent_stop(backend.runs_dir):
+            deadline = time.monotonic() + 10
+            while agent_pid(backend.runs_dir) is not None and time.monotonic() < deadline:
+                time.sleep(0.1)
         try:
             backend.ensure_agent()
         except BackendError as exc:  # not fatal: the first task's start tries again and says why
@@ -161,14 +228,18 @@ def _start_host_agents(host: str, port: int) -> list:
     return started
 
 
-def _check_web_processes(count: int) -> None:
+def _default_agent_processes() -> str:
+    """1 where writers do not queue on one lock (PostgreSQL); 0 on SQLite, measured (docs/benchmarks.md, 2026-12-03
+    13:35–13:46): with the agents' syncs in another process, a submit's write waited for SQLite's lock in the
+    busy handler's sleeps (submits 15.7/s → 4.5/s), where in one process the sync thread serialises them."""
+    return "0" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "1"
+
+
+def _check_web_processes(count: int, agent_count: int) -> None:
     if count < 1:
         raise CommandError(f"--web-processes must be at least 1, not {count}")
-    if count > 1 and "Redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
-        raise CommandError(
-            f"--web-processes {count} needs the shared channel layer: set REDIS_URL "
-            "(with the in-process layer a websocket would miss what another web process rings)"
-        )
+    if agent_count < 0:
+        raise CommandError(f"--agent-processes must be 0 or more, not {agent_count}")
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -189,4 +260,6 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _name(process: subprocess.Popen) -> str:
-    return process.args[2] if process.args[1] == "-m" else process.args[-1]
+    if process.args[1] != "-m":
+        return process.args[-1]
+    return process.args[2] + (" (agents)" if "agents" in process.args else "")
