@@ -177,8 +177,12 @@ class KeptVolumeViewSet(viewsets.ReadOnlyModelViewSet):
             raise InvalidSpec("unknown state", errors=[{"field": "state", "message": "kept, reclaimed or all"}])
         if state != "all":
             rows = rows.filter(reclaimed_at__isnull=state == "kept")
-        if self.request.query_params.get("project"):
-            rows = rows.filter(project__slug=self.request.query_params["project"])
+        if project := self.request.query_params.get("project"):
+            if "\x00" in project:  # as a form field would (the schema says so of every free-text string)
+                raise InvalidSpec(
+                    "bad project", errors=[{"field": "project", "message": "Null characters are not allowed."}]
+                )
+            rows = rows.filter(project__slug=project)
         return rows
 
     def get_object(self):

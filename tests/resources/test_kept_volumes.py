@@ -131,3 +131,11 @@ def test_delete_purging_volumes_deletes_the_data_volume_once_the_vm_is_gone(kv, 
     assert kv.vm_delete_policies() == [(name, "Orphan")]  # the disk went by CloudPivot's delete, after the VM
     assert not KeptVolume.objects.exists()
     assert api("bob").get(f"/api/v1/instances/{instance_id}").json()["status"] == "Deleted"
+
+
+def test_bad_filters_are_a_400_naming_the_parameter(api):
+    state = api("bob").get("/api/v1/volumes?state=lost")
+    assert state.status_code == 400 and "state" in str(state.json())
+    project = api("bob").get("/api/v1/volumes", {"project": "al\x00pha"})
+    assert project.status_code == 400 and "project" in str(project.json()), project.content
+    assert api("bob").get("/api/v1/volumes?project=nobody").json()["results"] == []
