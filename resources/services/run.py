@@ -25,6 +25,7 @@ from resources.backends.base import BackendError, CreateRequest, ServerView
 from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
 from resources.cloud_quota import quota_message
 from resources.models import Instance, Operation, Snapshot
+from resources.services.readiness import BOOTS, readiness_after_operation, readiness_reset
 from resources.services.snapshots import snapshots_prune_over_quota
 
 S = InstanceStatus
@@ -105,6 +106,8 @@ def operation_run(*, operation_id: str) -> str:
         runner.finish(OperationState.FAILED, kind="internal", message=message)
         return f"failed: {message}"
     runner.finish(OperationState.SUCCEEDED, result=result)
+    if runner.instance is not None:  # the read-back's one look at the guest (resources/services/readiness.py)
+        readiness_after_operation(runner.instance.pk, runner.last_view, runner.connection)
     return "succeeded"
 
 
@@ -125,6 +128,8 @@ class Runner:
     def run(self) -> dict[str, Any]:
         action = self.operation.action
         params = self.operation.params
+        if action in BOOTS:  # the guest boots (again): not ready until this boot's guest answers
+            readiness_reset(self.instance, self.backend)
         if action == Action.CREATE:
             return self.create()
         if action == Action.SNAPSHOT_DELETE:
