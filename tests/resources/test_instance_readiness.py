@@ -14,7 +14,9 @@ import threading
 
 import pytest
 
+from clusters.connection_options import option_errors
 from clusters.models import CloudConnection
+from resources.access import ssh_command
 from resources.backends import get_instance_backend
 from resources.backends.base import ServerView
 from resources.backends.guest_probe import BASELINE_UNREAD, last_boot_marker, ssh_banner
@@ -243,3 +245,11 @@ def test_an_ssh_banner_is_read_after_other_lines_and_nothing_else_passes_for_one
     assert ssh_banner("127.0.0.1", guest.port, timeout=0.5) == ""
     guest.greeting = b"Welcome\r\nSSH-2.0-dropbear_2022.83\r\n"  # RFC 4253 4.2: other lines may come first
     assert ssh_banner("127.0.0.1", guest.port, timeout=0.5) == "SSH-2.0-dropbear_2022.83"
+
+
+def test_the_ssh_port_option_is_checked_and_goes_into_the_command():
+    assert option_errors("openstack", {"ssh_port": 2222}) == [] == option_errors("kubernetes", {"ssh_port": 22})
+    for bad in (0, 65536, "22", True, -1):
+        assert [key for key, _ in option_errors("openstack", {"ssh_port": bad})] == ["ssh_port"], bad
+    assert ssh_command(user="u", address="10.0.0.5", port=2222) == "ssh -p 2222 u@10.0.0.5"
+    assert ssh_command(user="u", address="10.0.0.5", jump="gw", port=22) == "ssh -J gw u@10.0.0.5"
