@@ -44,6 +44,7 @@ KNOWN: dict[str, dict[str, str]] = {
         # how users reach instances by SSH (docs/resources.md#ssh-access)
         "ssh_user": TEXT,
         "ssh_jump_host": TEXT,
+        "ssh_port": WHOLE,
         # how long a failed attempt's server may be kept for debugging (clusters/debug_hold.py)
         "debug_hold_max_minutes": WHOLE,
     },
@@ -70,6 +71,7 @@ KNOWN: dict[str, dict[str, str]] = {
         "vm_root_disk": TEXT,  # "containerdisk" or an object; checked below
         "ssh_user": TEXT,
         "ssh_jump_host": TEXT,
+        "ssh_port": WHOLE,
         # how long a failed attempt's pod may be kept for debugging (clusters/debug_hold.py)
         "debug_hold_max_minutes": WHOLE,
     },
@@ -117,6 +119,8 @@ def _shape_problem(key: str, shape: str, value: Any) -> str:
         return "'ssh_user' must be a Linux user name (lower-case letters, digits, '_' and '-'; at most 32)"
     if key == "ssh_jump_host" and not (isinstance(value, str) and JUMP_HOST.match(value)):
         return "'ssh_jump_host' must be [user@]host[:port], as `ssh -J` takes it"
+    if key == "ssh_port" and not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535):
+        return f"'ssh_port' must be a TCP port (1 to 65535), not {value!r}"
     if key == "retention" and value not in RETENTION:
         return f"'retention' must be one of {', '.join(RETENTION)}, not {value!r}"
     ok = {

@@ -17,6 +17,7 @@ import yaml
 from clusters.models import CloudConnection
 
 LOGIN_USER = "cloudpivot"
+SSH_PORT = 22
 
 
 def login_user(connection: CloudConnection) -> str:
@@ -25,6 +26,11 @@ def login_user(connection: CloudConnection) -> str:
 
 def jump_host(connection: CloudConnection) -> str:
     return (connection.options or {}).get("ssh_jump_host") or ""
+
+
+def ssh_port(connection: CloudConnection) -> int:
+    """The port the guests' SSH servers listen on (the connection's `ssh_port` option, else 22)."""
+    return int((connection.options or {}).get("ssh_port") or SSH_PORT)
 
 
 def cloud_config(*, user: str, authorized_keys: list[str]) -> str:
@@ -47,11 +53,13 @@ def cloud_config(*, user: str, authorized_keys: list[str]) -> str:
     return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False, width=8192)
 
 
-def ssh_command(*, user: str, address: str, jump: str = "") -> str:
-    """`ssh [-J jump] user@address`, quoted for a POSIX shell; an IPv6 address needs no brackets here."""
+def ssh_command(*, user: str, address: str, jump: str = "", port: int = SSH_PORT) -> str:
+    """`ssh [-J jump] [-p port] user@address`, quoted for a POSIX shell; an IPv6 address needs no brackets here."""
     parts = ["ssh"]
     if jump:
         parts += ["-J", jump]
+    if port != SSH_PORT:
+        parts += ["-p", str(port)]
     parts.append(f"{user}@{address}")
     return " ".join(shlex.quote(part) for part in parts)
 
@@ -60,7 +68,10 @@ def instance_ssh_command(instance) -> str:
     """The command for an instance, or "" while it has no address or was given no keys."""
     if not instance.address or not instance.ssh_keys or not instance.login_user:
         return ""
-    return ssh_command(user=instance.login_user, address=instance.address, jump=jump_host(instance.connection))
+    connection = instance.connection
+    return ssh_command(
+        user=instance.login_user, address=instance.address, jump=jump_host(connection), port=ssh_port(connection)
+    )
 
 
 def user_data_for(instance) -> str:

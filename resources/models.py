@@ -55,6 +55,13 @@ class Instance(BaseModel):
     authorized_keys = models.TextField(blank=True, help_text="Those keys' lines, as the guest gets them.")
     login_user = models.CharField(max_length=32, blank=True, help_text="The user cloud-init makes for the keys.")
     address = models.CharField(max_length=64, blank=True, help_text="The address the cloud reports, as last seen.")
+    # Running is the hypervisor's word; ready is the guest's (resources/services/readiness.py).
+    ready = models.BooleanField(default=False, help_text="The guest answered since its last boot (agent, marker, SSH).")
+    readiness_reason = models.TextField(blank=True, help_text="Booting: what it waits for; ready: what showed it.")
+    readiness_changed_at = models.DateTimeField(null=True, blank=True)
+    boot_baseline = models.TextField(
+        blank=True, help_text="What the previous boot left (its console marker, its VMI uid), read before this boot."
+    )
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -67,6 +74,13 @@ class Instance(BaseModel):
     @property
     def short_id(self) -> str:
         return self.id.hex[:8]
+
+    @property
+    def readiness(self) -> str:
+        """ "ready" or "booting" while the server runs ("" otherwise: a stopped or paused guest is neither)."""
+        if self.status != InstanceStatus.RUNNING:
+            return ""
+        return "ready" if self.ready else "booting"
 
     def save(self, *args, **kwargs) -> None:
         if not self._state.adding:

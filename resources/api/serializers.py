@@ -48,6 +48,17 @@ class InstanceSerializer(serializers.ModelSerializer):
     ssh_command = serializers.SerializerMethodField(
         help_text="Ready to copy once the instance has an address and keys (through the jump host, if any)."
     )
+    readiness = serializers.SerializerMethodField(
+        help_text="While the status is Running: `booting` until the guest answers (guest agent, cloud-init's console "
+        "marker or an SSH banner), then `ready`; null in any other status."
+    )
+    ready = serializers.SerializerMethodField(help_text="Running and the guest answered since its last boot.")
+    readiness_reason = serializers.SerializerMethodField(
+        help_text="While Running: what the guest is awaited by (booting) or what showed it up (ready); else empty."
+    )
+    ssh_ready = serializers.SerializerMethodField(
+        help_text="The ssh command should work now: it exists and the guest is ready."
+    )
 
     class Meta:
         model = Instance
@@ -75,12 +86,28 @@ class InstanceSerializer(serializers.ModelSerializer):
             "login_user",
             "ssh_keys",
             "ssh_command",
+            "ssh_ready",
+            "readiness",
+            "ready",
+            "readiness_reason",
             "created_at",
             "deleted_at",
         ]
 
     def get_ssh_command(self, instance: Instance) -> str:
         return instance_ssh_command(instance)
+
+    def get_readiness(self, instance: Instance) -> str | None:
+        return instance.readiness or None
+
+    def get_readiness_reason(self, instance: Instance) -> str:
+        return instance.readiness_reason if instance.readiness else ""
+
+    def get_ready(self, instance: Instance) -> bool:
+        return instance.readiness == "ready"
+
+    def get_ssh_ready(self, instance: Instance) -> bool:
+        return instance.readiness == "ready" and bool(instance_ssh_command(instance))
 
 
 class SnapshotSerializer(serializers.ModelSerializer):

@@ -12,7 +12,16 @@ from typing import Any
 
 from clusters.backends.base import BackendError
 
-__all__ = ["BackendError", "FlavorView", "ImageView", "InstanceBackend", "ServerView", "Unsupported", "VolumeView"]
+__all__ = [
+    "BackendError",
+    "FlavorView",
+    "ImageView",
+    "InstanceBackend",
+    "Readiness",
+    "ServerView",
+    "Unsupported",
+    "VolumeView",
+]
 
 
 class Unsupported(BackendError):
@@ -47,6 +56,14 @@ class ServerView:
     evidence: dict[str, Any] = field(default_factory=dict)
     source: str = "Nova"  # who reported it, in reasons: "Nova: SHUTOFF", "KubeVirt: Stopped"
     address: str = ""  # where users reach it (a floating or fixed IP, the VMI's interface), "" while it has none
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether the guest (not its hypervisor) is up: `reason` says what showed it, or what is awaited."""
+
+    ready: bool
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -197,6 +214,16 @@ class InstanceBackend:
     def keep_stopped(self, server_id: str) -> None:
         """The guest stopped itself: make stopped the cloud's own desired state too (nothing to do on Nova,
         which never restarts a SHUTOFF server by itself)."""
+
+    # Readiness (resources/services/readiness.py): Running is the hypervisor's word, ready the guest's.
+    def boot_baseline(self, server_id: str) -> str:
+        """What the current boot left behind, read just before a (re)boot is asked for, so that the next
+        readiness() can tell this boot's evidence from an earlier boot's ("": nothing to tell apart)."""
+        return ""
+
+    def readiness(self, view: ServerView, *, baseline: str) -> Readiness:
+        """Is the guest of this running server up? Each cloud says what it can see."""
+        return Readiness(False, f"waiting: the {view.source} backend has no way to see the guest")
 
     def image_snapshot_ref(self, image_id: str) -> str:
         """The CloudPivot snapshot a bootable image was made as ("" if none, or no bootable snapshot images)."""

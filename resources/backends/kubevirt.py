@@ -33,6 +33,7 @@ from resources.backends.base import (
     FlavorView,
     ImageView,
     InstanceBackend,
+    Readiness,
     ServerView,
     Unsupported,
     VolumeView,
@@ -232,6 +233,18 @@ class KubeVirtInstances(InstanceBackend):
             "KubeVirt has no stored console log to read: its serial console is a live connection "
             f"(virtctl console {server_id} -n {self.namespace})"
         )
+
+    def boot_baseline(self, server_id: str) -> str:
+        """The current VMI's uid: a restart makes a new VMI, whose agent is the one to wait for."""
+        vmi = self._get(GROUP, VERSION, "virtualmachineinstances", server_id)
+        return str(((vmi or {}).get("metadata") or {}).get("uid") or "")
+
+    def readiness(self, view: ServerView, *, baseline: str) -> Readiness:
+        """Ready when virt-handler reports this boot's guest agent connected (VMI condition AgentConnected)."""
+        uid = view.evidence.get("vmi_uid") or ""
+        if view.evidence.get("agent_connected") and uid and uid != baseline:
+            return Readiness(True, f"the guest agent connected ({view.source}: the VMI's AgentConnected condition)")
+        return Readiness(False, f"waiting for the guest agent ({view.source}: the VMI's AgentConnected condition)")
 
     # ------------------------------------------------------------------ writes (each only asks)
     def create(self, request: CreateRequest) -> str:

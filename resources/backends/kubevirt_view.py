@@ -127,6 +127,7 @@ def vm_view(vm: dict[str, Any], restored_from: str = "", vmi: dict[str, Any] | N
             "ready": status.get("ready"),
             "in_flight": in_flight or None,
             "vmi_phase": vmi_phase or None,
+            **_guest_agent(vmi),
             **({"note": GUEST_STOPPED_NOTE} if guest_stopped else {}),
             # who stopped it, for a refresh that finds it stopped unasked: the guest, or a runStrategy Halted
             # written outside CloudPivot (virtctl stop); CloudPivot's own stops are known by their Operation
@@ -134,6 +135,18 @@ def vm_view(vm: dict[str, Any], restored_from: str = "", vmi: dict[str, Any] | N
             **({"restored_from": restored_from} if restored_from else {}),
         },
     )
+
+
+def _guest_agent(vmi: dict[str, Any] | None) -> dict[str, Any]:
+    """The VMI's uid (a new one each boot) and whether virt-handler reports the guest agent connected (the
+    VMI condition AgentConnected, kept True while qemu-guest-agent answers inside the guest)."""
+    if not vmi:
+        return {}
+    connected = any(
+        c.get("type") == "AgentConnected" and str(c.get("status")) == "True"
+        for c in (vmi.get("status") or {}).get("conditions") or []
+    )
+    return {"vmi_uid": (vmi.get("metadata") or {}).get("uid") or None, "agent_connected": connected}
 
 
 def vmi_address(vmi: dict[str, Any] | None) -> str:

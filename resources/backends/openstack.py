@@ -16,18 +16,22 @@ from django.conf import settings
 from clusters.backends.openstack import META_INSTALLATION, OpenStackClient, installation_tag
 from clusters.backends.openstack.inventory import inventory
 from clusters.models import CloudConnection
+from resources.access import jump_host, ssh_port
 from resources.backends.base import (
     BackendError,
     CreateRequest,
     FlavorView,
     ImageView,
     InstanceBackend,
+    Readiness,
     ServerView,
 )
+from resources.backends.guest_probe import BASELINE_UNREAD, last_boot_marker, ssh_banner
 from resources.choices import InstanceStatus
 
 META_INSTANCE = "cloudpivot_instance"
 META_INSTANCE_NAME = "cloudpivot_instance_name"
+CONSOLE_LINES = 200  # enough for cloud-init's last words to be in it, however chatty the boot was
 
 # Nova status → portal status when no task is in flight.
 STATUS_MAP = {
@@ -190,6 +194,45 @@ class OpenStackInstances(InstanceBackend):
             if (e.get("result") if isinstance(e, dict) else getattr(e, "result", "")) == "Error"
         ]
         return f"Nova's {action} action ended in Error ({', '.join(filter(None, failed)) or 'no event named'})"
+
+    def boot_baseline(self, server_id: str) -> str:
+        """The last cloud-init marker on the console before this boot (BASELINE_UNREAD if it cannot be read)."""
+        try:
+            return last_boot_marker(self.console_log(server_id, lines=CONSOLE_LINES))
+        except BackendError:
+            return BASELINE_UNREAD
+
+    def readiness(self, view: ServerView, *, baseline: str) -> Readiness:
+        """Ready when an SSH server answers at the server's address (only where the control plane reaches it:
+        not when the connection names a jump host), or when the console log shows a cloud-init marker that
+        was not there before this boot."""
+        awaited = []
+        port, jump = ssh_port(self.connection), jump_host(self.connection)
+        where = f"[{view.address}]:{port}" if ":" in view.address else f"{view.address}:{port}"
+        if view.address and not jump:
+            banner = ssh_banner(view.address, port)
+            if banner:
+                return Readiness(True, f"an SSH server answered at {where} ({banner})")
+            awaited.append(f"an SSH banner at {where}")
+        trusted = baseline != BASELINE_UNREAD
+        notes = []
+        if trusted:
+            try:
+                marker = last_boot_marker(self.console_log(view.id, lines=CONSOLE_LINES))
+            except BackendError as exc:
+                marker = ""
+                notes.append(f"the console log could not be read: {exc.message}")
+            if marker and marker != baseline:
+                return Readiness(True, f"cloud-init's marker in the console log: {marker}")
+            awaited.insert(0, "cloud-init's marker in the console log")
+        else:
+            notes.append(f"{BASELINE_UNREAD[1:-1]}, so a marker in it proves nothing")
+        if not view.address:
+            notes.append("no address to look for an SSH banner at yet")
+        elif jump:
+            notes.append(f"no SSH probe: the guest is reached through {jump}")
+        words = f"waiting for {' or '.join(awaited)}" if awaited else "waiting: nothing to look at"
+        return Readiness(False, words + (f" ({'; '.join(notes)})" if notes else ""))
 
     # ------------------------------------------------------------------ writes (each only asks)
     def create(self, request: CreateRequest) -> str:

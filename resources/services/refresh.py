@@ -21,6 +21,7 @@ from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
 from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, PowerState
 from resources.models import Instance, Operation
+from resources.services.readiness import readiness_observe
 from resources.services.run import server_reason
 
 
@@ -45,7 +46,17 @@ def instances_refresh() -> str:
                 continue
             seen += 1
             changed += _observe(instance, servers.get(instance.server_id), backend)
+            _look_at_the_guest(instance, servers.get(instance.server_id), backend)
     return f"observed {seen} instances, {changed} changed"
+
+
+def _look_at_the_guest(instance: Instance, view, backend) -> None:
+    """Booting → ready (resources/services/readiness.py); not counted as a change of status. A cloud that
+    does not answer is asked again next time."""
+    try:
+        readiness_observe(instance, view, backend)
+    except BackendError:
+        return
 
 
 def _as_read(instance: Instance):

@@ -26,6 +26,7 @@ from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState
 from resources.cloud_quota import quota_message
 from resources.models import Instance, KeptVolume, Operation, Snapshot
 from resources.services.lease import Lease, lease_end, max_resumes, worker_name
+from resources.services.readiness import BOOTS, readiness_after_operation, readiness_reset
 from resources.services.snapshots import snapshots_prune_over_quota
 from resources.services.volumes import in_use_words, volume_reclaimed, volumes_keep_record, volumes_purge
 
@@ -138,6 +139,8 @@ def _operation_run(operation_id: str, holder: str, lease: Lease, resuming: bool)
     if resuming:
         result = {**result, "resumed": runner.operation.resumes}
     runner.finish(OperationState.SUCCEEDED, result=result)
+    if runner.instance is not None:  # the read-back's one look at the guest (resources/services/readiness.py)
+        readiness_after_operation(runner.instance.pk, runner.last_view, runner.connection)
     return "succeeded"
 
 
@@ -161,6 +164,8 @@ class Runner:
     def run(self) -> dict[str, Any]:
         action = self.operation.action
         params = self.operation.params
+        if action in BOOTS:  # the guest boots (again): not ready until this boot's guest answers
+            readiness_reset(self.instance, self.backend)
         if action == Action.CREATE:
             return self.create()
         if action == Action.SNAPSHOT_DELETE:

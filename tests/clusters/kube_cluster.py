@@ -357,6 +357,15 @@ class KubeCluster:
             self.call(lambda: self.api.system("DELETE", self._vm_path(name, namespace, "virtualmachineinstances")))
         return self.vm_running(name, namespace)
 
+    def guest_agent_connected(self, name: str, namespace: str = "tasks") -> None:
+        """The guest booted far enough for qemu-guest-agent to answer: virt-handler adds the VMI's
+        AgentConnected condition (next to Ready, as KubeVirt's own VMI status shows them)."""
+        vmi = self.vmi(name, namespace)
+        assert vmi is not None and vmi["status"].get("phase") == "Running", "no running VMI to connect to"
+        conditions = [c for c in vmi["status"].get("conditions") or [] if c.get("type") != "AgentConnected"]
+        conditions.append({"type": "AgentConnected", "status": "True", "lastProbeTime": None})
+        self._patch((self._vm_path(name, namespace, "virtualmachineinstances") + "/status", {"conditions": conditions}))
+
     def vm_paused(self, name: str, paused: bool = True, namespace: str = "tasks") -> None:
         """virt-handler paused (or unpaused) the domain: the VMI's Paused condition and the VM's status."""
         conditions = [{"type": "Ready", "status": "True"}]
