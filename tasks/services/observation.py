@@ -203,7 +203,7 @@ def _cloud_verdict(backend: Any, attempt: Attempt, observation: Observation) -> 
         return 0
     with transaction.atomic():
         task, locked = lock_task_and_attempt(attempt)
-        if not locked.is_closed:
+        if not locked.is_closed and verdict["console_tail"]:
             event_append(
                 task=task,
                 type="console",

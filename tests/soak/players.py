@@ -95,6 +95,28 @@ class VmPlayer(threading.Thread):
                 self.errors.append(repr(exc))
             self.halt.wait(1.0)
 
+    def describe(self) -> list[str]:
+        """For a soak that did not settle: each server Nova holds now, whether it was played, its Runner's log end."""
+        lines = [f"vm player errors (last 5 of {len(self.errors)}): {self.errors[-5:]}"]
+        try:
+            servers = list(self.conn.compute.servers(tags=self.tag))
+        except Exception as exc:  # noqa: BLE001 - a report, not a check
+            return [*lines, f"Nova's server list failed: {exc!r}"]
+        for server in servers:
+            vm = self.played.get(server.id)
+            state = "never played"
+            if vm:
+                state = (
+                    f"played, Runner {'running' if vm.process.poll() is None else f'exited {vm.process.returncode}'}"
+                )
+            lines.append(
+                f"server {server.name} {server.id}: {server.status} (task_state {server.task_state}, "
+                f"created {server.created_at}, launched {server.launched_at}); {state}"
+            )
+            if vm and vm.log.exists():
+                lines.append("  runner.log ends: " + vm.log.read_text(errors="replace")[-600:].replace("\n", "\n  "))
+        return lines
+
     def stop(self) -> None:
         self.halt.set()
         self.join(180)  # its round may be waiting for a slow Nova: a Runner it starts then must be stopped too

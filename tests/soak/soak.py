@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -320,9 +321,9 @@ def cancel(api: Api, plan: Plan) -> None:
         plan.cancel_status, plan.cancel_state = status, (body or {}).get("state", "")
 
 
-def follow(api: Api, plans: list[Plan], *, timeout: float) -> dict[str, dict]:
+def follow(api: Api, plans: list[Plan], *, timeout: float, explain: Callable[[], list[str]] = list) -> dict[str, dict]:
     """Cancel cancel_running tasks once RUNNING; retry fail_once tasks that FAILED and the cancelled ones whose
-    plan says so; until every task is final and nothing is left to do."""
+    plan says so; until every task is final and nothing is left to do. `explain` adds to a timeout's message."""
     by_id = {plan.task_id: plan for plan in plans}
     deadline = time.monotonic() + timeout
     shown = time.monotonic()
@@ -360,7 +361,8 @@ def follow(api: Api, plans: list[Plan], *, timeout: float) -> dict[str, dict]:
         if time.monotonic() > deadline:
             lines = [f"{p.label} {p.kind} cancel {p.cancel_status} retried {p.api_retried}" for p in busy_ones]
             lines += [f"{p.label} {p.cloud} {t['id']}: {t['state']}, {t['state_reason']}" for p, t in open_ones]
-            raise AssertionError(f"the soak did not settle in {timeout} s; not final:\n" + "\n".join(lines[:30]))
+            lines = lines[:30] + explain()
+            raise AssertionError(f"the soak did not settle in {timeout} s; not final:\n" + "\n".join(lines))
         if time.monotonic() > shown + 15:
             shown = time.monotonic()
             print(
@@ -508,12 +510,14 @@ def run_soak(
             thread.join()
         if errors:
             raise errors[0]
-        tasks = follow(api, plans, timeout=settle_seconds)
+        tasks = follow(api, plans, timeout=settle_seconds, explain=vm_player.describe)
         restarter.join(timeout=settle_seconds)
         if errors:
             raise errors[0]
         assert not restarter.is_alive(), "the rolling restart did not end"
-        tasks = follow(api, plans, timeout=settle_seconds)  # (tasks the restart's last steps touched)
+        tasks = follow(
+            api, plans, timeout=settle_seconds, explain=vm_player.describe
+        )  # (tasks the restart's last steps touched)
     finally:
         cpu = cpu_since(cpu_before, fleet.cpu())
     outcome.figures = figures(plans, tasks, cpu)

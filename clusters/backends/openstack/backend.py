@@ -316,13 +316,19 @@ class OpenStackBackend(ExecutionBackend):
 def runner_never_reported(
     backend: OpenStackBackend, attempt: AttemptRef, observation: Observation, *, runner_contact_at: Any
 ) -> dict[str, Any] | None:
-    """For reconcile: an ACTIVE server past its boot deadline whose Runner never made contact.
+    """For reconcile: a server past its boot deadline (ACTIVE, or still in BUILD) whose Runner never made contact.
 
     Returns {"reason", "console_tail"} (the task should end FAILED: the program never started), else None.
     """
     if runner_contact_at is not None or not observation.evidence.get("boot_deadline_passed"):
         return None
     deadline = backend.options["boot_deadline_seconds"]
+    if observation.evidence.get("server_status") == "BUILD":  # nothing booted: no console to show
+        return {
+            "reason": f"the server never booted: {attempt.external_name} was still being built (BUILD) {deadline} s "
+            "after it was created (Nova did not finish it: see the cloud's nova-conductor and nova-compute logs)",
+            "console_tail": "",
+        }
     return {
         "reason": f"the Runner never reported: server {attempt.external_name} was ACTIVE for more than {deadline} s "
         "without a word from it (is the Runner in the image, and can the VM reach the callback URL?)",

@@ -52,6 +52,9 @@ def server_observation(
     if created:
         evidence["booting_for"] = round((now - created).total_seconds(), 1)
     if status == "BUILD":
+        # A build Nova never finishes (a lost RPC, a dead compute service) ends at the boot deadline too.
+        if created:
+            evidence["boot_deadline_passed"] = (now - created).total_seconds() > float(boot_deadline_seconds)
         return Observation(name, exists=True, phase="pending", reason="the server is being built", evidence=evidence)
     if status == "ACTIVE":
         launched = parse_time(server.launched_at)
