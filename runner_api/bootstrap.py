@@ -3,8 +3,10 @@
 The secret is derived from the attempt credential and the server's secret key, so asking for it
 again (an idempotent start that adopts a server created before a crash) gives the same value the
 server's user data already holds. The database keeps only its SHA-256 and when it was used.
-The Runner exchanges it once (POST /runner/v1/bootstrap) for its attempt credential; after that,
-or once the attempt is closed, the secret is refused.
+The Runner exchanges it (POST /runner/v1/bootstrap) for its attempt credential. The secret is spent by the
+credential's first use, not by the exchange: an answer lost on the way (a timeout under load, a web process
+restarting, a Runner killed before it stored the credential) may be asked for again, and gets the same
+credential. Once the Runner has called with its credential, or once the attempt is closed, the secret is refused.
 """
 
 from __future__ import annotations
@@ -54,9 +56,15 @@ def bootstrap_check(*, secret: str) -> Attempt:
     record = BootstrapSecret.objects.select_related("attempt__task").filter(secret_hash=sha256_hex(secret)).first()
     if record is None:
         raise BootstrapRefused("unknown bootstrap secret")
-    if record.used_at is not None:
-        raise BootstrapRefused("this bootstrap secret was already used; it works once")
+    _refuse_if_spent(record)
     return record.attempt
+
+
+def _refuse_if_spent(record: BootstrapSecret) -> None:
+    if record.used_at is not None and record.attempt.runner_contact_at is not None:
+        raise BootstrapRefused(
+            "this bootstrap secret was already used, and the credential it gave has called since; it works once"
+        )
 
 
 def bootstrap_exchange(*, secret: str, peer: str = "") -> Attempt:
@@ -72,13 +80,13 @@ def bootstrap_exchange(*, secret: str, peer: str = "") -> Attempt:
         )
         if record is None:
             raise BootstrapRefused("unknown bootstrap secret")
-        if record.used_at is not None:
-            raise BootstrapRefused("this bootstrap secret was already used; it works once")
+        _refuse_if_spent(record)
         attempt = record.attempt
         if attempt.is_closed or attempt.number != attempt.task.attempts_count:
             raise BootstrapRefused(f"attempt {attempt.external_name} is closed")
-        record.used_at, record.used_from = timezone.now(), peer[:64]
-        record.save(update_fields=["used_at", "used_from", "updated_at"])
+        if record.used_at is None:  # the first exchange is the one recorded; one asked again changes nothing
+            record.used_at, record.used_from = timezone.now(), peer[:64]
+            record.save(update_fields=["used_at", "used_from", "updated_at"])
     return attempt
 
 

@@ -38,8 +38,9 @@ def using_postgresql() -> bool:
 
 
 def redis_url() -> str:
-    """The test run's Redis, or the machine's (several web processes need the shared channel layer)."""
-    return settings.REDIS_URL or "redis://127.0.0.1:6379/0"
+    """The test run's Redis, or the machine's (several web processes need the shared channel layer); a run on the
+    embedded default beside another test run picks its own database with CLOUDPIVOT_TEST_REDIS_URL (.ci/run)."""
+    return settings.REDIS_URL or os.environ.get("CLOUDPIVOT_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 
 class PostgresDatabases:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
+from tests.e2e import installation
 
 pytestmark = pytest.mark.e2e
 
@@ -165,7 +166,7 @@ def test_several_web_processes_need_no_redis(tmp_path):
 
 def test_several_web_processes_accept_on_one_port(tmp_path):
     """Each web process alone answers while the other is frozen (SIGSTOP): both accept on the shared socket."""
-    redis_url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    redis_url = installation.redis_url()
     process, port = serve(tmp_path, "--web-processes", "2", REDIS_URL=redis_url)
     try:
         assert "  2 web processes (uvicorn) on the port\n" in read_until(process, "  api token:")
