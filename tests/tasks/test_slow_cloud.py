@@ -30,8 +30,8 @@ from tests.plugins.kube import TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SLOW = 6.0  # how long the slow API server holds each request
-PROMPT = 2.5  # how soon the other cluster's task must be started, and then seen running
+SLOW = 8.0  # how long the slow API server holds each request
+PROMPT = SLOW / 2  # how soon the other cluster's task must be started, and then seen running
 
 
 @pytest.fixture
