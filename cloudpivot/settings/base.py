@@ -226,6 +226,12 @@ else:
 # Rule from django-q2's docs: `timeout` must be shorter than `retry`, or a slow job runs twice at once.
 # The ticker job (tasks.jobs.tick) runs for TICKER_SECONDS, so timeout leaves room for it.
 TICKER_SECONDS = env.int("CLOUDPIVOT_TICKER_SECONDS", default=55)
+# The ticker's threads for the clouds' calls, one connection's batch each (tasks/services/connection_work.py):
+# up to this many slow clouds at once hold up no other. Each holds a database connection while it works (and a
+# start its claim's renewal another): keep it well under CLOUDPIVOT_DB_POOL_MAX.
+RECONCILE_WORKERS = env.int("CLOUDPIVOT_RECONCILE_WORKERS", default=4)
+# How long a ticker at the end of its minute waits for its batches still in flight (inside the job's timeout).
+RECONCILE_DRAIN_SECONDS = env.float("CLOUDPIVOT_RECONCILE_DRAIN_SECONDS", default=20.0)
 # How long a stopping qcluster waits for its jobs in hand (the ticker's is the longest) before it kills what is
 # left of its processes (cloudpivot/workers/stop.py); under the service units' TimeoutStopSec=120.
 WORKER_STOP_SECONDS = env.float("CLOUDPIVOT_WORKER_STOP_SECONDS", default=TICKER_SECONDS + 20)

@@ -29,10 +29,14 @@ from tasks.services.logs import log_copy_from_cloud
 logger = logging.getLogger(__name__)
 
 
-def observe_all() -> int:
-    """Observe every connection with open attempts; one connection's or attempt's error does not stop the others."""
+def observe_all(*, connection_id: int | None = None) -> int:
+    """Observe every connection with open attempts (or only this one); one connection's or attempt's error does
+    not stop the others."""
+    connections = CloudConnection.objects.filter(tasks__state__in=EXECUTING)
+    if connection_id is not None:
+        connections = connections.filter(pk=connection_id)
     count = 0
-    for connection in CloudConnection.objects.filter(tasks__state__in=EXECUTING).distinct():
+    for connection in connections.distinct():
         attempts = executing_attempts(connection)
         if attempts:
             count += isolated(

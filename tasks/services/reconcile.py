@@ -2,8 +2,11 @@
 
 The pass does in batches what used to be a background job per task per step (issue 11): it admits,
 starts every SUBMITTING attempt and cleans up every closed one of the clouds without a host agent,
-per connection. `local` connections are served by their host agent's sync (admission, hand-out, and
-the agent confirms cleanup); the pass only launches an agent that is not running, and cleans up
+per connection. What asks a cloud (start, observe, clean up) is one batch per connection
+(`connection_batch`); the ticker runs those side by side (tasks/services/connection_work.py), so one slow
+cloud holds up no other (issue 16); a pass called without workers runs them one after the other.
+`local` connections are served by their host agent's sync (admission, hand-out, and the agent
+confirms cleanup); the pass only launches an agent that is not running, and cleans up
 after one that never confirmed. `reconcile_due_at` is the ticker's cheap "anything due?" look.
 
 Each step claims its rows (row locks with skip_locked on PostgreSQL; SQLite's IMMEDIATE
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
 
 from django.db import transaction
 from django.db.models import F, Min, Q
@@ -37,6 +41,7 @@ from tasks.services.attempts import (
     attempt_stop_unstarted,
     current_attempt,
 )
+from tasks.services.connection_work import ConnectionWorkers
 from tasks.services.faults import isolated
 from tasks.services.observation import observe_all
 
@@ -56,22 +61,66 @@ OBSERVE_AGENT_SECONDS = 2.0
 OBSERVE_UNKNOWN_SECONDS = 5.0
 # PENDING tasks that wait for quota are looked at again this often (freed quota also rings the doorbell).
 WAITING_SECONDS = 5.0
+# The ticker's pass waits this long at most for the connection batches it started (the rest go on).
+PASS_BUDGET_SECONDS = 1.0
+# A batch in the ticker takes no new start or cleanup after this long (the rest waits for its next batch).
+BATCH_SECONDS = 5.0
 
 
-def reconcile_pass() -> dict[str, int]:
-    """Run every step once; return what each did (for logs and the django-q2 result)."""
+def reconcile_pass(workers: ConnectionWorkers | None = None) -> dict[str, int]:
+    """Run every step once; return what each did (for logs and the django-q2 result).
+
+    First the steps that only touch the database, here; then each connection's batch of cloud calls:
+    with `workers` (the ticker's) side by side, waited for at most PASS_BUDGET_SECONDS; without, here,
+    one after the other and to the end (tests, one-off passes).
+    """
     steps = {
         "admitted": lambda: admit_all(agent_served_too=False),
         "agents": agents_launched,
         "retried": retries_due,
         "cancelled": cancels_unstarted,
-        "started": starts_due,
         "timed_out": timeouts_due,
-        "observed": observe_all,
-        "cleaned": cleanups_pending,
     }
-    done = {name: isolated(name, step) for name, step in steps.items()}
+    done = Counter({name: isolated(name, step) for name, step in steps.items()})
+    due = isolated("finding the connections with cloud work", lambda: connections_due()) or []
+    if workers is None:
+        for connection_id in due:
+            done.update(connection_batch(connection_id))
+    else:
+        batches = {
+            connection_id: lambda connection_id=connection_id: connection_batch(connection_id, seconds=BATCH_SECONDS)
+            for connection_id in due
+        }
+        finished, skipped = workers.run(batches, budget=PASS_BUDGET_SECONDS)
+        done.update(finished)
+        done["busy"] = len(skipped)
     return {key: value for key, value in done.items() if value}
+
+
+def connections_due(now: dt.datetime | None = None) -> list[int]:
+    """The connections whose cloud the pass has something to ask: an attempt to start, to observe, to clean up."""
+    now = now or timezone.now()
+    starts = set(_starts_query(now).values_list("task__connection_id", flat=True))
+    executing = set(Task.objects.filter(state__in=EXECUTING).values_list("connection_id", flat=True))
+    cleanups = set(_cleanups_query(now).values_list("task__connection_id", flat=True))
+    return sorted(starts | executing | cleanups)
+
+
+def connection_batch(connection_id: int, *, seconds: float | None = None) -> dict[str, int]:
+    """Everything the pass asks one connection's cloud, in order: start what is due, observe, clean up.
+
+    With `seconds`, starts and cleanups stop being taken once that long has passed (at least one of
+    each is), and the rest waits for the connection's next batch: a batch of a slow cloud ends in
+    bounded time, and a connection with a thousand starts to make is still observed every few seconds.
+    Each step is `isolated`: one that fails as a whole does not stop the steps after it.
+    """
+    deadline = time.monotonic() + seconds if seconds is not None else None
+    steps = {
+        "started": lambda: starts_due(connection_id=connection_id, deadline=deadline),
+        "observed": lambda: observe_all(connection_id=connection_id),
+        "cleaned": lambda: cleanups_pending(connection_id=connection_id, deadline=deadline),
+    }
+    return {name: isolated(name, step) for name, step in steps.items()}
 
 
 def reconcile_wake() -> None:
@@ -124,45 +173,61 @@ def agents_launched() -> int:
     )
 
 
-def starts_due(now: dt.datetime | None = None) -> int:
-    """Start every SUBMITTING attempt of the clouds without a host agent, one connection after the other.
+def starts_due(
+    now: dt.datetime | None = None, *, connection_id: int | None = None, deadline: float | None = None
+) -> int:
+    """Start every SUBMITTING attempt of the clouds without a host agent (of one connection, or of all, one
+    connection after the other).
 
     An attempt is claimed before its cloud is asked (compare-and-set on its row), so two passes never
     ask at once; a start that failed, or whose worker died while asking, is claimed again after
     START_RETRY_SECONDS (a worker still asking renews its claim). `ensure_started` is idempotent (adopt by
-    name or create): asking again is safe.
+    name or create): asking again is safe. Past `deadline` (time.monotonic()) no further attempt is
+    claimed: the rest stay due for the next pass.
     """
     now = now or timezone.now()
-    cutoff = now - dt.timedelta(seconds=START_RETRY_SECONDS)
-    due = (
-        Attempt.objects.filter(task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True)
-        .exclude(task__backend=LOCAL)
-        .filter(Q(state=AttemptState.CREATED) | Q(updated_at__lt=cutoff))
-        .order_by("task__created_at")
-        .values_list("pk", "task_id", "task__connection_id", "state", "updated_at")
-    )
+    due = _starts_query(now)
+    if connection_id is not None:
+        due = due.filter(task__connection_id=connection_id)
     by_connection = defaultdict(list)
-    for row in due:
+    rows = due.order_by("task__created_at").values_list("pk", "task_id", "task__connection_id", "state", "updated_at")
+    for row in rows:
         by_connection[row[2]].append(row)
     count = 0
     for connection_id, rows in by_connection.items():
         count += isolated(
             f"starting on connection {connection_id}",
-            lambda rows=rows: _start_batch(rows, now),
+            lambda rows=rows: _start_batch(rows, deadline),
             task_ids=[row[1] for row in rows],
         )
     return count
 
 
-def _start_batch(rows: list, now: dt.datetime) -> int:
+def _starts_query(now: dt.datetime):
+    cutoff = now - dt.timedelta(seconds=START_RETRY_SECONDS)
+    return (
+        Attempt.objects.filter(task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True)
+        .exclude(task__backend=LOCAL)
+        .filter(Q(state=AttemptState.CREATED) | Q(updated_at__lt=cutoff))
+    )
+
+
+def _start_batch(rows: list, deadline: float | None) -> int:
     count = 0
     for attempt_id, task_id, _connection_id, state, updated_at in rows:
+        # Claimed as of now, not as of the batch's start: an earlier start of the batch may have taken a while.
         claimed = Attempt.objects.filter(pk=attempt_id, state=state, updated_at=updated_at, external_ref="").update(
-            state=AttemptState.STARTING, updated_at=now
+            state=AttemptState.STARTING, updated_at=timezone.now()
         )
         if claimed:
             count += isolated("start", lambda attempt_id=attempt_id: _start(attempt_id), task_ids=[task_id])
+        if _past(deadline):
+            break
     return count
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _start(attempt_id: int) -> int:
@@ -201,37 +266,56 @@ def _time_out_one(task_id, timeout: int) -> int:
         return 1
 
 
-def cleanups_pending(limit: int = 100, now: dt.datetime | None = None) -> int:
-    """Remove what closed attempts left in their cloud, one connection after the other; a failure is retried later.
+def cleanups_pending(
+    limit: int = 100,
+    now: dt.datetime | None = None,
+    *,
+    connection_id: int | None = None,
+    deadline: float | None = None,
+) -> int:
+    """Remove what closed attempts left in their cloud (of one connection, or of all, one connection after the
+    other); a failure is retried later, and past `deadline` (time.monotonic()) the rest waits for the next pass.
 
     A `local` attempt's run directory is removed by its agent, which says so in its sync; here only
     those it never confirmed (an agent that died, an attempt it never held) after a grace period.
     An attempt on a debug hold waits until `hold_until` (tasks/services/debug_hold.py).
     """
     now = now or timezone.now()
-    retry = now - dt.timedelta(seconds=CLEANUP_RETRY_SECONDS)
-    grace = now - dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS)
-    clouds = ~Q(task__backend=LOCAL) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
-    unconfirmed = Q(task__backend=LOCAL, closed_at__lt=grace) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
-    pending = (
-        Attempt.objects.filter(cleanup_state=CleanupState.PENDING)
-        .filter(clouds | unconfirmed)
-        .filter(Q(hold_until__isnull=True) | Q(hold_until__lte=now))
-        .values_list("pk", "task_id", "task__connection_id")[:limit]
-    )
+    pending = _cleanups_query(now)
+    if connection_id is not None:
+        pending = pending.filter(task__connection_id=connection_id)
     by_connection = defaultdict(list)
-    for attempt_id, task_id, connection_id in pending:
+    for attempt_id, task_id, connection_id in pending.values_list("pk", "task_id", "task__connection_id")[:limit]:
         by_connection[connection_id].append((attempt_id, task_id))
     return sum(
         isolated(
             f"cleanup on connection {connection_id}",
-            lambda rows=rows: sum(
-                isolated("cleanup", lambda a=a: int(attempt_cleanup(attempt_id=a)), task_ids=[t]) for a, t in rows
-            ),
+            lambda rows=rows: _cleanup_batch(rows, deadline),
             task_ids=[t for _, t in rows],
         )
         for connection_id, rows in by_connection.items()
     )
+
+
+def _cleanups_query(now: dt.datetime):
+    retry = now - dt.timedelta(seconds=CLEANUP_RETRY_SECONDS)
+    grace = now - dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS)
+    clouds = ~Q(task__backend=LOCAL) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
+    unconfirmed = Q(task__backend=LOCAL, closed_at__lt=grace) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
+    return (
+        Attempt.objects.filter(cleanup_state=CleanupState.PENDING)
+        .filter(clouds | unconfirmed)
+        .filter(Q(hold_until__isnull=True) | Q(hold_until__lte=now))
+    )
+
+
+def _cleanup_batch(rows: list[tuple[int, object]], deadline: float | None) -> int:
+    count = 0
+    for attempt_id, task_id in rows:
+        count += isolated("cleanup", lambda a=attempt_id: int(attempt_cleanup(attempt_id=a)), task_ids=[task_id])
+        if _past(deadline):
+            break
+    return count
 
 
 # ---------------------------------------------------------------------------- when is the next pass due?

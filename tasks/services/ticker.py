@@ -11,6 +11,12 @@ after commit, and wakes by itself when `reconcile_due_at` says a deadline or an 
 at the latest every IDLE_SECONDS for that cheap look and the lease. Passes are at least
 TICK_INTERVAL_SECONDS apart unless the doorbell rang, so a cloud that keeps failing is not asked in
 a loop.
+
+Each connection's cloud calls run in the ticker's pool of threads (tasks/services/connection_work.py),
+one batch in flight per connection, and a pass waits for them a bounded time (issue 16). A thread of the
+ticker renews the lease every LEASE_RENEW_SECONDS for as long as it runs, its passes and its last wait
+for its batches included, so a long pass never lets a second ticker in beside it; a ticker that dies
+stops renewing with it.
 """
 
 from __future__ import annotations
@@ -19,23 +25,26 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 import time
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from cloudpivot.realtime import ReconcileDoorbell
 from tasks import dispatch
 from tasks.models import Lease
+from tasks.services.connection_work import ConnectionWorkers
 from tasks.services.reconcile import reconcile_due_at, reconcile_pass
 
 logger = logging.getLogger(__name__)
 TICK_INTERVAL_SECONDS = 0.5
-# The longest sleep without a look: short enough to renew the lease, long enough to cost nothing.
+# The longest sleep without a look at what is due: long enough to cost nothing.
 IDLE_SECONDS = 2.0
-# Short, and renewed at least every IDLE_SECONDS: a ticker killed with its worker blocks the next one only this long.
+# Short, and renewed every LEASE_RENEW_SECONDS (LeaseKept): a ticker killed with its worker blocks the next one only
+# this long.
 LEASE_SECONDS = 5
 LEASE_RENEW_SECONDS = 1.0
 
@@ -46,7 +55,7 @@ def ticker_run(*, seconds: float | None = None) -> str:
     handed_over = False
     try:
         if not lease_acquire("ticker", holder):
-            # A live ticker renews its lease every pass; one that died lets it expire. Look once more after that.
+            # A live ticker renews its lease every second; one that died lets it expire. Look once more after that.
             time.sleep(LEASE_SECONDS + TICK_INTERVAL_SECONDS)
             if not lease_acquire("ticker", holder):
                 handed_over = True
@@ -66,10 +75,11 @@ def ticker_run(*, seconds: float | None = None) -> str:
 def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
     """Passes until the deadline; (how many, whether another ticker took the lease meanwhile)."""
     deadline = time.monotonic() + (seconds if seconds is not None else settings.TICKER_SECONDS)
-    passes, last_pass, renewed = 0, None, time.monotonic()
+    passes, last_pass = 0, None
     rang = False
-    with ReconcileDoorbell() as doorbell:
-        while time.monotonic() < deadline:
+    # Left in reverse order: the workers' last wait runs while the lease is still kept.
+    with ReconcileDoorbell() as doorbell, LeaseKept("ticker", holder) as lease, ConnectionWorkers() as workers:
+        while time.monotonic() < deadline and not lease.lost.is_set():
             now = timezone.now()
             # A new ticker runs one pass at once: work may have been left while there was none.
             due_at = reconcile_due_at(last_pass=last_pass, now=now) if last_pass is not None else now
@@ -78,7 +88,7 @@ def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
             rang = False
             delay = IDLE_SECONDS
             if due_at is not None and due_at <= now:
-                done = reconcile_pass()
+                done = reconcile_pass(workers=workers)
                 if done:
                     logger.info("reconcile pass: %s", done)
                 passes += 1
@@ -86,12 +96,43 @@ def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
                 delay = 0.0  # look again: the pass may have made work due at once (an attempt to start)
             elif due_at is not None:
                 delay = min(IDLE_SECONDS, (due_at - now).total_seconds())
-            if time.monotonic() - renewed >= LEASE_RENEW_SECONDS:
-                if not lease_acquire("ticker", holder):
-                    return passes, True
-                renewed = time.monotonic()
             rang = doorbell.wait(max(0.0, min(delay, deadline - time.monotonic())))
-    return passes, False
+    return passes, lease.lost.is_set()
+
+
+class LeaseKept:
+    """Renews a lease from a thread of its own every LEASE_RENEW_SECONDS while the block runs.
+
+    `lost` is set once another holder has it (this one's ran out: a process that stalled); a renewal
+    that fails (the database away) is tried again at the next beat.
+    """
+
+    def __init__(self, name: str, holder: str) -> None:
+        self.name, self.holder = name, holder
+        self.lost = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{name}", daemon=True)
+
+    def __enter__(self) -> LeaseKept:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        try:
+            while not self._done.wait(LEASE_RENEW_SECONDS):
+                try:
+                    if not lease_acquire(self.name, self.holder):
+                        self.lost.set()
+                        return
+                except Exception:
+                    logger.exception("could not renew the %s lease; trying again", self.name)
+                    connection.close()  # a broken connection is not used again
+        finally:
+            connection.close()  # this thread's own
 
 
 def _release_quietly(holder: str) -> None:

@@ -175,7 +175,7 @@ def test_the_ticker_hands_over_even_when_a_pass_raises(world, settings, monkeypa
     broker = get_broker()
     queued = broker.queue_size()
 
-    def pass_that_raises():
+    def pass_that_raises(workers=None):
         raise RuntimeError("the database went away")
 
     monkeypatch.setattr(ticker, "reconcile_pass", pass_that_raises)

@@ -9,10 +9,8 @@ nothing: the API server sees one create request (without the renewal: two, the s
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from urllib.parse import urlsplit
 
 import pytest
 from django.db import connection as db_connection
@@ -23,50 +21,11 @@ from tasks.services.admission import admit_all
 from tasks.services.reconcile import START_RETRY_SECONDS, starts_due
 from tasks.services.submission import task_submit
 from tests import helpers
+from tests.clusters.slow_proxy import SlowProxy, job_creates
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SLOW = START_RETRY_SECONDS + 4
-
-
-class SlowCreates:
-    """A TCP proxy on 127.0.0.1 to `target`: a request that starts `POST …/jobs` is passed on `delay` s late."""
-
-    def __init__(self, target: str, delay: float) -> None:
-        parts = urlsplit(target)
-        self.target, self.delay = (parts.hostname, parts.port), delay
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, name="slow-creates", daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:  # closed
-                return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                method, _, rest = data.split(b"\r\n", 1)[0].partition(b" ")
-                if requests and method == b"POST" and rest.split(b" ")[0].split(b"?")[0].endswith(b"/jobs"):
-                    time.sleep(self.delay)
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 def claimed_at(attempt_id: int):
@@ -76,7 +35,7 @@ def claimed_at(attempt_id: int):
 
 
 def test_a_slow_create_is_not_claimed_again_while_it_is_under_way(kube, kube_connection, world):
-    proxy = SlowCreates(kube.url, SLOW)
+    proxy = SlowProxy(kube.url, SLOW, slow=job_creates)
     kube_connection.endpoint = proxy.url
     kube_connection.save(update_fields=["endpoint"])
     task, _ = task_submit(user=world.bob, document={"cloud": "k3s-lab", "image": "busybox", "command": ["true"]})

@@ -75,7 +75,7 @@ def test_the_doorbell_wakes_a_sleeping_ticker_and_keeps_a_ring_that_came_while_i
 def test_the_ticker_runs_no_passes_for_nothing_but_at_once_for_new_work(world, other_cloud, monkeypatch):
     passes: list[float] = []
 
-    def counted_pass():
+    def counted_pass(workers=None):
         passes.append(time.monotonic())
         return {}
 
@@ -104,3 +104,21 @@ def test_a_local_submit_wakes_the_reconciler_only_when_no_agent_heard_it(world, 
         monkeypatch.setattr(realtime, "ring_agents", lambda: True)  # an agent's long-poll heard the ring
         task_submit(user=world.bob, document=hello_spec())
         assert doorbell.wait(0.5) is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_longer_than_the_lease_keeps_it(world, monkeypatch):
+    """The lease is renewed while a pass runs (issue 16): a second ticker never runs passes beside a slow one."""
+
+    def long_pass(workers=None):
+        time.sleep(ticker.LEASE_SECONDS + 2)
+        return {}
+
+    monkeypatch.setattr(ticker, "reconcile_pass", long_pass)
+    thread = threading.Thread(target=lambda: (ticker.ticker_run(seconds=0.5), connection.close()))
+    thread.start()
+    try:
+        time.sleep(ticker.LEASE_SECONDS + 1)
+        assert not ticker.lease_acquire("ticker", "a second ticker"), "another ticker took the lease mid-pass"
+    finally:
+        thread.join(timeout=30)
