@@ -101,6 +101,13 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
         context = {"url_prefix": url_prefix, "queue_positions": places, "timezone": timezone.get_current_timezone()}
         return self.get_paginated_response(TaskListSerializer(rows, many=True, context=context).data)
 
+    def filter_queryset(self, queryset):
+        # No filter asked for (the default page, or its next pages by cursor): django-filter would still copy
+        # every filter and validate an empty form, a tenth of a list request's CPU, to change nothing.
+        if self.action == "list" and self.request.query_params.keys().isdisjoint(TaskFilterSet.base_filters):
+            return queryset
+        return super().filter_queryset(queryset)
+
     def get_object(self):
         return selectors.task_get_for_user(user=self.request.user, task_id=self.kwargs["pk"])
 
