@@ -67,3 +67,37 @@ def test_the_browsable_api_lists_the_same_rows(api, world):
     page = api("bob").get("/api/v1/tasks", HTTP_ACCEPT="text/html")
     assert page.status_code == 200 and page["Content-Type"].startswith("text/html")
     assert str(task.pk) in page.content.decode() and "seen in a browser" in page.content.decode()
+
+
+def test_on_postgresql_the_database_writes_the_rows_and_an_unfiltered_page_builds_no_filterset(api, world, monkeypatch):
+    """The two cuts of a list request's CPU (docs/benchmarks.md, "the task list while tasks stream"): the
+    page's statement returns each row's JSON on PostgreSQL, and the default page (and its next pages) skip
+    django-filter, which a filter still goes through."""
+    from django.db import connection
+
+    from tasks.filtersets import TaskFilterSet
+
+    for i in range(3):
+        submit(world.bob, name=f"t{i}")
+    client = api("bob")
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    built, original = [], TaskFilterSet.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TaskFilterSet, "__init__", counted)
+    with connection.execute_wrapper(record):
+        first = client.get("/api/v1/tasks?limit=2").json()
+        assert len(client.get(first["next"]).json()["results"]) == 1
+    assert not built
+    writes_json = any("json_build_object" in sql for sql in sent)
+    assert writes_json == (connection.vendor == "postgresql")
+    assert [row["name"] for row in client.get("/api/v1/tasks?state=PENDING").json()["results"]] == ["t2", "t1", "t0"]
+    assert built
