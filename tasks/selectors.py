@@ -15,6 +15,7 @@ from cloudpivot.accounts.models import Membership, Role
 from cloudpivot.accounts.quotas import Footprint, task_footprint
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import NotFound, PermissionDenied
+from tasks import list_json
 from tasks.choices import HOLDS_QUOTA, CleanupState
 from tasks.models import Attempt, Task
 
@@ -44,10 +45,15 @@ LIST_COLUMNS = (
 )  # fmt: skip
 
 
-def tasks_for_list(*, user: AbstractBaseUser) -> QuerySet:
+def tasks_for_list(*, user: AbstractBaseUser, json_rows_at: str | None = None) -> QuerySet:
     """The visible tasks as dicts of the columns a list shows. Queue places are added per page afterwards
-    (`queue_positions`), so the filtered, ordered query stays a plain index walk."""
-    return tasks_visible_to(user=user).values(*LIST_COLUMNS)
+    (`queue_positions`), so the filtered, ordered query stays a plain index walk. With `json_rows_at` (the
+    tasks' URL prefix; PostgreSQL only, tasks/list_json.py): each row's JSON as `row`, written by the
+    database, beside the few columns the cursor and the queue places need."""
+    tasks = tasks_visible_to(user=user).select_related(None)
+    if json_rows_at is not None:
+        return tasks.values(*list_json.PLAIN_COLUMNS, row=list_json.row_json(url_prefix=json_rows_at))
+    return tasks.values(*LIST_COLUMNS)
 
 
 def queue_positions(*, rows: list[dict[str, Any]]) -> dict[uuid.UUID, int]:

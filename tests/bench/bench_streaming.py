@@ -100,26 +100,6 @@ class Follower(threading.Thread):
         self.client.close()
 
 
-class Lister(threading.Thread):
-    """One client asking for the task list's first page over and over while the tasks stream."""
-
-    def __init__(self, url: str, token: str, gap: float) -> None:
-        super().__init__(daemon=True)
-        self.client = KeepAliveClient(url, token, timeout=30)
-        self.gap, self.stop, self.times, self.errors = gap, threading.Event(), [], 0
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            began = time.perf_counter()
-            try:
-                self.client.call("GET", "/api/v1/tasks")
-                self.times.append(time.perf_counter() - began)
-            except (OSError, AssertionError):
-                self.errors += 1
-            self.stop.wait(self.gap)
-        self.client.close()
-
-
 def ingest_latencies(task_ids: list[Any]) -> list[float]:
     """For every line stored: from its printing to the moment the server built its log chunk (created_at, a moment
     before the batch commits). What is left of a reader's latency is the reading side's."""
@@ -193,7 +173,7 @@ def test_streaming_logs(request, worker, world):
     ids = [task.pk for task in tasks]
     lister = None
     if seeded:
-        lister = Lister(worker.url, token, float(os.environ.get("BENCH_STREAM_LIST_GAP", "0.25")))
+        lister = listing.Lister(worker.url, token, float(os.environ.get("BENCH_STREAM_LIST_GAP", "0.25")))
         lister.start()
     # CPU is read over the steady state, while every program prints (each process is then alive and counted as
     # itself; a program that ended is in its supervisor's cutime and would count as the agent's).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import uuid
 from typing import Any
@@ -199,3 +200,23 @@ def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
         flag = "" if row["p95"] < 0.1 else "   ← over 100 ms"
         p50, p95 = row["p50"] * 1000, row["p95"] * 1000
         print(f"    {row['who']:20s} {row['query']:30s} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms{flag}")
+
+
+class Lister(threading.Thread):
+    """One client asking for the task list's first page over and over (every `gap` seconds) on one connection."""
+
+    def __init__(self, url: str, token: str, gap: float) -> None:
+        super().__init__(daemon=True)
+        self.client = KeepAliveClient(url, token, timeout=30)
+        self.gap, self.stop, self.times, self.errors = gap, threading.Event(), [], 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            began = time.perf_counter()
+            try:
+                self.client.call("GET", "/api/v1/tasks")
+                self.times.append(time.perf_counter() - began)
+            except (OSError, AssertionError):
+                self.errors += 1
+            self.stop.wait(self.gap)
+        self.client.close()
