@@ -1,4 +1,5 @@
-"""Copying what happens into the feed: every TaskEvent, every state an instance Operation reaches.
+"""Copying what happens into the feed: every TaskEvent, every state an instance Operation reaches, every
+change of an instance's readiness.
 
 Task events are caught by `post_save` on TaskEvent, inside the transaction that appends them
 (tasks.services.lifecycle.event_append), so an event and its feed copy commit or vanish together and the
@@ -7,6 +8,9 @@ task path needs no change. This is an outbox row, not business logic: it only co
 Operations end through queryset updates (no signal), so their states are also picked up by a scan of the
 Operations changed lately (`operations_capture`), run by every feed read and the pump job; `source` makes a
 second capture of the same state a no-op.
+
+Readiness changes are queryset updates too; resources sends `instance_readiness_changed` in the transaction
+that wrote one (resources/services/readiness.py), as tasks sends `task_events_bulk_created`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from django.utils import timezone
 
 from cloudpivot.rows import objects_insert
 from notifications.models import FeedEvent
-from resources.models import Operation
+from resources.models import Instance, Operation
+from resources.services.readiness import instance_readiness_changed, readiness_words
 from tasks.models import TaskEvent
 from tasks.services.runner_reports import task_events_bulk_created
 
@@ -31,6 +36,7 @@ def connect() -> None:
     post_save.connect(task_event_saved, sender=TaskEvent, dispatch_uid="notifications.task_event")
     task_events_bulk_created.connect(task_events_saved, sender=TaskEvent, dispatch_uid="notifications.task_events")
     post_save.connect(operation_saved, sender=Operation, dispatch_uid="notifications.operation")
+    instance_readiness_changed.connect(readiness_changed, sender=Instance, dispatch_uid="notifications.readiness")
 
 
 def task_event_saved(sender: Any, instance: TaskEvent, created: bool, raw: bool = False, **kwargs: Any) -> None:
@@ -79,6 +85,25 @@ def operation_entry(operation: Operation) -> FeedEvent:
         },
         occurred_at=operation.finished_at or operation.started_at or operation.created_at or timezone.now(),
         source=f"operation:{operation.pk}:{operation.state}",
+    )
+
+
+def readiness_changed(
+    sender: Any, instance: Instance, ready: bool, reason: str, at: dt.datetime, **kwargs: Any
+) -> None:
+    FeedEvent.objects.bulk_create([readiness_entry(instance, ready=ready, reason=reason, at=at)], ignore_conflicts=True)
+
+
+def readiness_entry(instance: Instance, *, ready: bool, reason: str, at: dt.datetime) -> FeedEvent:
+    """`source` names the change by its time (readiness_changed_at), so a change is copied once."""
+    return FeedEvent(
+        type="instance.readiness",
+        project_id=instance.project_id,
+        instance_id=instance.pk,
+        message=f"{readiness_words(ready)}: {reason}",
+        data={"was": readiness_words(not ready), "now": readiness_words(ready), "ready": ready, "reason": reason},
+        occurred_at=at,
+        source=f"instance-readiness:{instance.pk}:{at.isoformat()}",
     )
 
 

@@ -12,20 +12,16 @@ writes nothing more: its `finish` only applies to a row it still holds.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import os
 import socket
-import threading
 import uuid
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
+from cloudpivot.heartbeat import Heartbeat
 from resources.choices import OperationState
 from resources.models import Operation
-
-logger = logging.getLogger(__name__)
 
 
 def lease_seconds() -> float:
@@ -48,35 +44,32 @@ def worker_name() -> str:
 
 
 class Lease:
-    """Renews one Operation's lease from a thread until stopped; `lost` once another worker holds it."""
+    """Renews one Operation's lease from a thread (cloudpivot/heartbeat.py) until stopped; `lost` once another
+    worker holds it. A renewal that fails (a database blip) is tried again at the next beat: the lease has room."""
 
     def __init__(self, operation_id: str, holder: str) -> None:
         self.operation_id, self.holder = operation_id, holder
-        self.lost = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{operation_id}", daemon=True)
+        self._beats = Heartbeat(self._renew, interval=max(lease_seconds() / 3, 0.05), name=f"lease-{operation_id}")
+
+    @property
+    def lost(self) -> bool:
+        """Finished, or resumed by another worker after this one stalled."""
+        return self._beats.ended
+
+    @property
+    def renewing(self) -> bool:
+        return self._beats.alive
 
     def start(self) -> Lease:
-        self._thread.start()
+        self._beats.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
+        self._beats.stop()
 
-    def _run(self) -> None:
-        interval = max(lease_seconds() / 3, 0.05)
-        try:
-            while not self._stop.wait(interval):
-                try:
-                    renewed = Operation.objects.filter(
-                        pk=self.operation_id, state=OperationState.RUNNING, claimed_by=self.holder
-                    ).update(lease_until=lease_end())
-                except Exception as exc:  # a database blip: try again at the next beat, the lease has room
-                    logger.warning("renewing the lease of operation %s: %s", self.operation_id, exc)
-                    continue
-                if not renewed:  # finished, or resumed by another worker after this one stalled
-                    self.lost = True
-                    return
-        finally:
-            connection.close()  # this thread's own connection
+    def _renew(self) -> bool:
+        return bool(
+            Operation.objects.filter(pk=self.operation_id, state=OperationState.RUNNING, claimed_by=self.holder).update(
+                lease_until=lease_end()
+            )
+        )

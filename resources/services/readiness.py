@@ -13,14 +13,22 @@ reaches the guest or cloud-init's marker on the console log.
   running (stopped, rebooting outside CloudPivot) resets it too.
 
 Every write is conditional on the readiness as read, so a look that raced a reset is dropped.
+
+A change of `ready` (booting → ready, ready → booting again) is recorded as a status change is: an audit entry
+`resources:instance-readiness` and, through `instance_readiness_changed` (in the same transaction as the write),
+an `instance.readiness` entry of the event feed (notifications/capture.py). A look that changes nothing, or
+only the reason a booting guest is waited for, records nothing.
 """
 
 from __future__ import annotations
 
 import logging
 
+from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
+from resources.audit import audit_system
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, ServerView
 from resources.choices import Action, InstanceStatus
@@ -34,15 +42,22 @@ BOOTS = frozenset({Action.CREATE, Action.START, Action.REBOOT, Action.RESTORE, A
 # Statuses in which the guest that was up still is (the hypervisor holds its memory).
 GUEST_KEPT = frozenset({S.RUNNING, S.PAUSED, S.SUSPENDED})
 BOOTING = "booting: the guest is looked at once the server runs"
+# Sent with instance, ready, reason and at, inside the transaction that wrote the change (the feed copies it).
+instance_readiness_changed = Signal()
 
 
 def readiness_reset(instance: Instance, backend) -> None:
     """Booting again: not ready, with what the previous boot left read now (before the cloud is asked)."""
     baseline = backend.boot_baseline(instance.server_id) if instance.server_id else ""
     now = timezone.now()
-    Instance.objects.filter(pk=instance.pk).update(
-        ready=False, readiness_reason=BOOTING, boot_baseline=baseline, readiness_changed_at=now
-    )
+    with transaction.atomic():
+        row = Instance.objects.select_for_update().filter(pk=instance.pk)
+        was_ready = row.values_list("ready", flat=True).first()
+        row.update(ready=False, readiness_reason=BOOTING, boot_baseline=baseline, readiness_changed_at=now)
+        if was_ready:
+            instance_readiness_changed.send(sender=Instance, instance=instance, ready=False, reason=BOOTING, at=now)
+    if was_ready:
+        _audit(instance, ready=False, reason=BOOTING)
     instance.ready, instance.readiness_reason, instance.boot_baseline = False, BOOTING, baseline
     instance.readiness_changed_at = now
 
@@ -66,13 +81,37 @@ def readiness_observe(instance: Instance, view: ServerView | None, backend) -> b
     found = backend.readiness(view, baseline=instance.boot_baseline)
     if not found.ready and found.reason == instance.readiness_reason:
         return False
+    now = timezone.now()
     updates = {"readiness_reason": found.reason}
     if found.ready:
-        updates |= {"ready": True, "readiness_changed_at": timezone.now()}
-    written = Instance.objects.filter(
-        pk=instance.pk, ready=False, readiness_changed_at=instance.readiness_changed_at
-    ).update(**updates)
+        updates |= {"ready": True, "readiness_changed_at": now}
+    with transaction.atomic():
+        written = Instance.objects.filter(
+            pk=instance.pk, ready=False, readiness_changed_at=instance.readiness_changed_at
+        ).update(**updates)
+        if written and found.ready:
+            instance_readiness_changed.send(sender=Instance, instance=instance, ready=True, reason=found.reason, at=now)
+    if written and found.ready:
+        _audit(instance, ready=True, reason=found.reason)
     return bool(written)
+
+
+def readiness_words(ready: bool) -> str:
+    return "ready" if ready else "not ready"
+
+
+def _audit(instance: Instance, *, ready: bool, reason: str) -> None:
+    """After the write has committed, as the refresh audits a status change (a failed audit never undoes it)."""
+    audit_system(
+        action="resources:instance-readiness",
+        object_ref=str(instance.pk),
+        details={
+            "server_id": instance.server_id,
+            "was": readiness_words(not ready),
+            "now": readiness_words(ready),
+            "reason": reason,
+        },
+    )
 
 
 def readiness_after_operation(instance_id, view: ServerView | None, connection) -> None:

@@ -22,7 +22,6 @@ import pytest
 from django.db import connections as db_connections
 from django.utils import timezone
 
-from clusters.models import CloudConnection
 from resources.backends.kubevirt import vm_name
 from resources.backends.openstack import instance_tag
 from resources.models import Instance, Operation
@@ -303,16 +302,9 @@ def test_openstack_task_after_a_crash_has_one_server_runs_once_and_succeeds(poin
 @pytest.fixture
 def os_dev(world, openstack_cloud, settings, workers):
     """An `os-dev` connection to the development OpenStack, in the database the workers share."""
-    from tests.plugins.openstack import INSTALLATION
+    from tests.plugins.openstack import INSTALLATION, os_dev_connection
 
-    settings.INSTALLATION_ID = INSTALLATION
-    connection = CloudConnection.objects.create(
-        cloud_id="os-dev",
-        backend="openstack",
-        credentials_ref=openstack_cloud.clouds_yaml,
-        options={"cloud": openstack_cloud.cloud, "flavor": "cp.tiny", "image": "cp-runner-fake", "networks": "none"},
-    )
-    connection.projects.add(world.alpha)
+    os_dev_connection(openstack_cloud, settings, world.alpha)
     workers.env = workers.env | {"CLOUDPIVOT_INSTALLATION_ID": INSTALLATION}
     workers.env["CLOUDPIVOT_OPERATION_LEASE_SECONDS"] = LEASE
     conn = openstack_cloud.conn

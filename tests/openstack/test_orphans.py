@@ -26,7 +26,7 @@ from resources.backends.openstack import instance_tag
 from resources.models import Instance
 from tests import helpers
 from tests.builders import instance_row, snapshot_row
-from tests.plugins.openstack import INSTALLATION
+from tests.plugins.openstack import INSTALLATION, os_dev_connection
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db]
 CHANGELIST = "/admin/orphans/orphanfinding/"
@@ -35,14 +35,7 @@ CHANGELIST = "/admin/orphans/orphanfinding/"
 @pytest.fixture
 def cloud(world, openstack_cloud, settings):
     """An `os-dev` connection (project alpha) and makers of servers/images that are all removed at the end."""
-    settings.INSTALLATION_ID = INSTALLATION
-    connection = CloudConnection.objects.create(
-        cloud_id="os-dev",
-        backend="openstack",
-        credentials_ref=openstack_cloud.clouds_yaml,
-        options={"cloud": openstack_cloud.cloud, "flavor": "cp.tiny", "image": "cp-runner-fake", "networks": "none"},
-    )
-    connection.projects.add(world.alpha)
+    connection = os_dev_connection(openstack_cloud, settings, world.alpha)
     conn = openstack_cloud.conn
     flavor = conn.compute.find_flavor("cp.tiny", ignore_missing=False)
     image = conn.image.find_image("cp-runner-fake", ignore_missing=False)

@@ -49,6 +49,20 @@ def openstack_cloud(tmp_path_factory):
         conn.compute.delete_server(server.id, ignore_missing=True)
 
 
+def os_dev_connection(openstack_cloud, settings, *projects) -> CloudConnection:
+    """An `os-dev` connection to the development OpenStack, granted to `projects`, with this session's
+    installation id set (so what CloudPivot tags and lists there is this session's)."""
+    settings.INSTALLATION_ID = INSTALLATION
+    connection = CloudConnection.objects.create(
+        cloud_id="os-dev",
+        backend="openstack",
+        credentials_ref=openstack_cloud.clouds_yaml,
+        options={"cloud": openstack_cloud.cloud, "flavor": "cp.tiny", "image": "cp-runner-fake", "networks": "none"},
+    )
+    connection.projects.add(*projects)
+    return connection
+
+
 @pytest.fixture
 def os_live(live, world, openstack_cloud, settings):
     """The `live` world (real Daphne, jobs inline) plus an `os-dev` connection to the real OpenStack."""

@@ -8,12 +8,11 @@ import pytest
 from playwright.sync_api import expect
 
 from cloudpivot.accounts.models import Quota
-from clusters.models import CloudConnection
 from resources.models import Instance
 from tasks.models import Task
 from tests.clusters.kube_api import NODES
 from tests.plugins.browser import screenshot
-from tests.plugins.openstack import INSTALLATION
+from tests.plugins.openstack import os_dev_connection
 from tests.tasks.test_fit import RESOURCE_QUOTAS, node
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -55,14 +54,7 @@ def test_the_submit_form_says_whether_the_task_fits_as_it_is_filled(open_page, l
 
 
 def test_the_launch_form_says_whether_the_size_fits(open_page, live, world, openstack_cloud, settings):
-    settings.INSTALLATION_ID = INSTALLATION
-    connection = CloudConnection.objects.create(
-        cloud_id="os-dev",
-        backend="openstack",
-        credentials_ref=openstack_cloud.clouds_yaml,
-        options={"cloud": openstack_cloud.cloud, "flavor": "cp.tiny", "image": "cp-runner-fake", "networks": "none"},
-    )
-    connection.projects.add(world.alpha)
+    os_dev_connection(openstack_cloud, settings, world.alpha)
     page = open_page("bob")
     page.set_default_timeout(60_000)  # the first reads of a cold OpenStack connection take seconds on a busy host
     page.goto("/instances/new/")

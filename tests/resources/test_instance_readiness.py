@@ -14,6 +14,7 @@ import threading
 
 import pytest
 
+from cloudpivot.accounts.models import AuditEntry
 from clusters.connection_options import option_errors
 from clusters.models import CloudConnection
 from resources.access import ssh_command
@@ -80,6 +81,51 @@ def test_a_kubevirt_vm_is_booting_until_the_guest_agent_connects_and_each_restar
     succeeded(stop)
     vm = shown(api, instance_id)
     assert (vm["status"], vm["readiness"], vm["ready"], vm["readiness_reason"]) == ("Stopped", None, False, "")
+
+
+def readiness_feed(api, instance_id: str, user: str = "bob") -> list[dict]:
+    page = api(user).get(f"/api/v1/events?after=0&limit=1000&type=instance.readiness&instance={instance_id}").json()
+    return page["events"]
+
+
+def test_each_change_of_readiness_is_in_the_event_feed_and_the_audit_trail_once(kv, api):
+    """Booting → ready → booting again (a reboot) → ready: one feed entry and one audit entry per change,
+    none for the looks that changed nothing (each refresh of a booting guest, of a ready one)."""
+    instance_id, name = create_running(api, kv)
+    instances_refresh()
+    assert readiness_feed(api, instance_id) == []  # created booting and still booting: no change
+
+    kv.guest_agent_connected(name)
+    instances_refresh()
+    instances_refresh()  # looked at again, ready still: nothing more
+    reboot = Worker(accepted(act(api, instance_id, "reboot", type="soft")))
+    asked(kv, reboot)
+    kv.vm_restarted(name)
+    succeeded(reboot)
+    instances_refresh()  # the new boot's agent has not connected: booting, no change
+    kv.guest_agent_connected(name)
+    instances_refresh()
+
+    feed = readiness_feed(api, instance_id)
+    assert [(e["data"]["was"], e["data"]["now"], e["data"]["ready"]) for e in feed] == [
+        ("not ready", "ready", True),
+        ("ready", "not ready", False),
+        ("not ready", "ready", True),
+    ]
+    agent = "the guest agent connected (KubeVirt: the VMI's AgentConnected condition)"
+    assert [e["message"] for e in feed] == [
+        f"ready: {agent}",
+        "not ready: booting: the guest is looked at once the server runs",
+        f"ready: {agent}",
+    ]
+    assert {(e["type"], e["project"], e["instance"], e["operation"]) for e in feed} == {
+        ("instance.readiness", "alpha", instance_id, None)
+    }
+    assert readiness_feed(api, instance_id, user="charlie") == []  # another project's instance
+    audited = AuditEntry.objects.filter(action="resources:instance-readiness", object_ref=instance_id).order_by("id")
+    assert [(a.via, a.details["was"], a.details["now"], a.details["reason"]) for a in audited] == [
+        ("system", e["data"]["was"], e["data"]["now"], e["data"]["reason"]) for e in feed
+    ]
 
 
 def test_an_agent_of_the_boot_before_does_not_make_the_new_boot_ready(kv, api):

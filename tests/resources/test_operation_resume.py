@@ -161,7 +161,7 @@ def test_the_lease_is_renewed_while_its_worker_lives_and_lost_once_another_holds
         helpers.wait_for(lambda: lease.lost, timeout=10, what="the lease seen lost")
     finally:
         lease.stop()
-    assert not lease._thread.is_alive()
+    assert not lease.renewing
     renewed = Operation.objects.get(pk=operation.pk).lease_until
     time.sleep(0.3)
     assert Operation.objects.get(pk=operation.pk).lease_until == renewed  # a stopped lease is not renewed
