@@ -16,6 +16,7 @@ from django.db.models import Q
 
 from cloudpivot.accounts.models import Project, Quota
 from cloudpivot.exceptions import QuotaExceeded
+from cloudpivot.recent import Recent
 
 
 @dataclass
@@ -115,13 +116,17 @@ def quota_scope(quota: Quota) -> str:
     return f"on {quota.connection.cloud_id}" if quota.connection_id else "on all clouds"
 
 
+_recent_quotas = Recent()
+
+
 def check_can_ever_fit(*, project: Project, connection_id: int, footprint: Footprint) -> None:
     """Refuse at submission what asks more than a whole quota: it would wait forever.
 
     On a submit's hot path: one plain query for the project's few quotas, without quotas_for's join and
-    OR; the connection's name is read only to word a refusal.
+    OR, its answer kept for a second (cloudpivot/recent.py; admission checks the database again); the
+    connection's name is read only to word a refusal.
     """
-    for quota in Quota.objects.filter(project_id=project.pk):
+    for quota in _recent_quotas.get(project.pk, lambda: tuple(Quota.objects.filter(project_id=project.pk))):
         if quota.connection_id not in (None, connection_id):
             continue
         for limit_field, amount_field, words, field in LIMITS:

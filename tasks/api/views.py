@@ -14,6 +14,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cloudpivot.accounts.audit import AuditedInView
 from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import RequestTooLarge
 from cloudpivot.pagination import NewestFirst
@@ -69,7 +70,7 @@ def query(serializer_class, request: Request) -> dict:
     return serializer.validated_data
 
 
-class TaskViewSet(viewsets.ReadOnlyModelViewSet):
+class TaskViewSet(AuditedInView, viewsets.ReadOnlyModelViewSet):
     serializer_class = TaskSerializer
     pagination_class = NewestFirst
     filter_backends = [DjangoFilterBackend]

@@ -41,7 +41,8 @@ def measure(label: str, call) -> None:
             call()
         profile.disable()
         if os.environ.get("BENCH_PROFILE_OUT"):
-            profile.dump_stats(os.environ["BENCH_PROFILE_OUT"])
+            # one file per measured request: <BENCH_PROFILE_OUT>.<first word of the label>-<its path's length>
+            profile.dump_stats(f"{os.environ['BENCH_PROFILE_OUT']}.{label.split()[0]}-{len(label)}")
         stats = pstats.Stats(profile)
         stats.sort_stats("cumulative").print_stats(40)
         stats.sort_stats("tottime").print_stats(25)
@@ -61,6 +62,11 @@ def test_request_profile(api, world):
         return response
 
     task_id = submit().json()["id"]
+    with CaptureQueriesContext(connection) as queries:
+        submit()
+    print(f"\nPOST /api/v1/tasks (submit): {len(queries)} statements")
+    for query in queries.captured_queries:
+        print(f"    {float(query['time']) * 1000:6.2f} ms  {query['sql'][:160]}")
 
     def read():
         response = client.get(f"/api/v1/tasks/{task_id}")
