@@ -1,13 +1,12 @@
-"""Lookups a process may trust for a second: what a submit reads about its user, cloud, project and quotas.
+"""Lookups a process may trust for a second: a project's quotas, which a submit reads to refuse what never fits.
 
-A sequential client submitting back to back asked the database the same three questions each time (which
-connection and project, which quotas) for ~a third of the submit's CPU. Each `Recent` keeps answers for
-`ttl` seconds (settings.SUBMISSION_CACHE_SECONDS, 0 turns it off): in this process a save or delete of
-any model the answers come from empties every `Recent` at once (`recent_clear`, connected in
-cloudpivot/accounts/apps.py and clusters/apps.py); in another process a change is seen at most `ttl` later,
-the bound the API token cache already has (cloudpivot/accounts/authentication.py). Admission checks quotas
-again against the database whatever was read here, so a stale answer can let a submit be accepted, never a
-task run beyond its quota.
+A sequential client submitting back to back asked the database the same quotas each time. Each `Recent` keeps
+answers for `ttl` seconds (settings.SUBMISSION_CACHE_SECONDS, 0 turns it off): in this process a save or delete
+of a quota empties every `Recent` at once (`recent_clear`, connected in cloudpivot/accounts/apps.py); in another
+process a change is seen at most `ttl` later. Admission checks quotas again against the database whatever was
+read here, so a stale answer can let a submit be accepted, never a task run beyond its quota. What a submit
+reads about its grant and membership is never kept: admission does not check those again
+(clusters/selectors.py, submission_target).
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -11,7 +10,6 @@ from django.db.models import QuerySet
 from cloudpivot.accounts.models import Project, Role
 from cloudpivot.accounts.selectors import project_for_submission, roles_at_least
 from cloudpivot.exceptions import InvalidSpec
-from cloudpivot.recent import Recent
 from clusters.models import CloudConnection
 
 
@@ -38,22 +36,11 @@ def connection_for_user(*, user: AbstractBaseUser, cloud_id: str) -> CloudConnec
     return connection
 
 
-_recent_targets = Recent()
-
-
 def submission_target(*, user: AbstractBaseUser, cloud_id: str, slug: str | None) -> tuple[CloudConnection, Project]:
     """The connection a submit names in `cloud` and the project it goes to (`project`, or else the only one).
 
-    Found answers are kept for a second (cloudpivot/recent.py: a client submitting back to back asks the
-    same each time); refusals are not. Each call gets its own copies: a caller may set attributes on them.
-    """
-    key = (user.pk, user.is_superuser, cloud_id, slug)
-    connection, project = _recent_targets.get(key, lambda: _submission_target(user=user, cloud_id=cloud_id, slug=slug))
-    return copy.copy(connection), copy.copy(project)
-
-
-def _submission_target(*, user: AbstractBaseUser, cloud_id: str, slug: str | None) -> tuple[CloudConnection, Project]:
-    """submission_target's lookup.
+    Never kept between requests (unlike the quotas, cloudpivot/recent.py): admission does not check the grant
+    or the membership again, so a withdrawn one must refuse the very next submit in every process.
 
     The usual case in one query: the user is submitter or admin in exactly one project (the named one, if
     named) that is granted this cloud. Anything else (no such project, several, platform staff) goes the

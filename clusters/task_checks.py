@@ -14,7 +14,6 @@ from typing import Any
 
 from cloudpivot.accounts.models import Project
 from cloudpivot.exceptions import BackendError, InvalidSpec, cloud_error
-from cloudpivot.recent import recent_clear
 from clusters.backends import get_backend
 from clusters.debug_hold import debug_hold_errors
 from clusters.models import CloudConnection
@@ -42,7 +41,6 @@ def connection_facts_keep(*, connection: CloudConnection, facts: dict[str, Any])
     if facts:
         connection.facts = {**(connection.facts or {}), **facts}
         CloudConnection.objects.filter(pk=connection.pk).update(facts=connection.facts)
-        recent_clear()  # the connections kept by submission_target lack these facts
 
 
 def _refuse(errors: list[dict[str, str]]) -> None:

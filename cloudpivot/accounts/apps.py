@@ -16,13 +16,12 @@ class AccountsConfig(AppConfig):
             schema,  # the OpenAPI auth extension
         )
         from cloudpivot.accounts.authentication import token_cache_clear
-        from cloudpivot.accounts.models import ApiToken, Membership, Project, Quota
+        from cloudpivot.accounts.models import ApiToken, Quota
         from cloudpivot.recent import recent_clear
 
         for model in (ApiToken, get_user_model()):  # a revoked token, a deactivated user: refused at once here
             post_save.connect(token_cache_clear, sender=model, dispatch_uid=f"token-cache-{model._meta.label}")
             post_delete.connect(token_cache_clear, sender=model, dispatch_uid=f"token-cache-del-{model._meta.label}")
-        # What a submit's lookups kept (cloudpivot/recent.py) comes from these (and clusters' connections).
-        for model in (Project, Membership, Quota, get_user_model()):
-            post_save.connect(recent_clear, sender=model, dispatch_uid=f"recent-{model._meta.label}")
-            post_delete.connect(recent_clear, sender=model, dispatch_uid=f"recent-del-{model._meta.label}")
+        # A project's quotas kept for a submit (cloudpivot/recent.py) are forgotten when one changes.
+        post_save.connect(recent_clear, sender=Quota, dispatch_uid="recent-quota")
+        post_delete.connect(recent_clear, sender=Quota, dispatch_uid="recent-quota-del")
