@@ -53,11 +53,11 @@ class AuditMiddleware:
         return response
 
 
+# A DRF view mixin: a write is recorded at the end of the view's own thread hop (finalize_response), and the
+# middleware, seeing it done, does not hop to a thread again for it. For hot write paths (the submit): under
+# ASGI a `sync_to_async` hop costs more than the INSERT. The entry is the one the middleware writes. A comment,
+# not a docstring: drf-spectacular would publish it as the description of every operation of the views using it.
 class AuditedInView:
-    """A DRF view mixin: a write is recorded at the end of the view's own thread hop (finalize_response), and
-    the middleware, seeing it done, does not hop to a thread again for it. For hot write paths (the submit):
-    under ASGI a `sync_to_async` hop costs more than the INSERT. The entry is the one the middleware writes."""
-
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
         django_request = request._request
