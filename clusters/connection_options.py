@@ -41,6 +41,7 @@ KNOWN: dict[str, dict[str, str]] = {
         "retention": TEXT,
         "boot_deadline_seconds": WHOLE,
         "api_timeout_seconds": NUMBER,
+        "root_disk": TEXT,  # instances: "ephemeral" or "volume"; checked below
         # how users reach instances by SSH (docs/resources.md#ssh-access)
         "ssh_user": TEXT,
         "ssh_jump_host": TEXT,
@@ -79,6 +80,7 @@ KNOWN: dict[str, dict[str, str]] = {
 }
 LISTS_OF_OBJECTS = {"tolerations", "allowed_tolerations"}
 RETENTION = ("delete", "keep")
+ROOT_DISK = ("ephemeral", "volume")  # OpenStack instances: boot from the image, or from a Cinder volume made from it
 SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 JUMP_HOST = re.compile(  # [user@]host[:port]; never starting with '-', so it cannot become an ssh option
     r"^(?:[a-z_][a-z0-9_.-]{0,31}@)?(?:[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
@@ -115,6 +117,8 @@ def _shape_problem(key: str, shape: str, value: Any) -> str:
     if key == "vm_root_disk":
         ok = value == "containerdisk" or isinstance(value, dict)
         return "" if ok else '\'vm_root_disk\' must be "containerdisk" or an object like {"size_gb": 10}'
+    if key == "root_disk" and value not in ROOT_DISK:
+        return f"'root_disk' must be one of {', '.join(ROOT_DISK)}, not {value!r}"
     if key == "ssh_user" and not (isinstance(value, str) and SSH_USER.match(value)):
         return "'ssh_user' must be a Linux user name (lower-case letters, digits, '_' and '-'; at most 32)"
     if key == "ssh_jump_host" and not (isinstance(value, str) and JUMP_HOST.match(value)):

@@ -188,6 +188,8 @@ def _image(item: CloudItem, known: Known) -> tuple[str, str] | None:
 def _volume(item: CloudItem, known: Known) -> tuple[str, str] | None:
     if item.ref in known.instances_by_volume:
         return None  # a root volume is kept on an instance's delete unless a purge is asked
+    if item.ref in known.kept_volumes:
+        return None  # kept by a delete: listed with its project's kept volumes, reclaimed by its members
     return ORPHAN, "a volume of this installation that no instance of CloudPivot's refers to"
 
 

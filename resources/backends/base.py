@@ -211,6 +211,10 @@ class InstanceBackend:
         """Ask the cloud to delete a kept volume (already gone is done); the caller checked it is unused."""
         raise Unsupported("this cloud's volumes cannot be deleted by CloudPivot yet")
 
+    def root_volume(self, server_id: str, instance_id: str) -> str:
+        """The persistent volume a new server boots from, once it runs ("": an ephemeral root disk)."""
+        return ""
+
     def keep_stopped(self, server_id: str) -> None:
         """The guest stopped itself: make stopped the cloud's own desired state too (nothing to do on Nova,
         which never restarts a SHUTOFF server by itself)."""

@@ -17,6 +17,7 @@ from clusters.backends.openstack import META_INSTALLATION, OpenStackClient, inst
 from clusters.backends.openstack.inventory import inventory
 from clusters.models import CloudConnection
 from resources.access import jump_host, ssh_port
+from resources.backends import openstack_volumes
 from resources.backends.base import (
     BackendError,
     CreateRequest,
@@ -25,6 +26,7 @@ from resources.backends.base import (
     InstanceBackend,
     Readiness,
     ServerView,
+    VolumeView,
 )
 from resources.backends.guest_probe import BASELINE_UNREAD, last_boot_marker, ssh_banner
 from resources.choices import InstanceStatus
@@ -254,6 +256,19 @@ class OpenStackInstances(InstanceBackend):
             },
             "tags": [installation_tag(), instance_tag(request.instance_id)],
         }
+        if self.boots_from_volume:  # the root disk a Cinder volume made from the image, kept on delete unless purged
+            flavor = self._call("reading the flavor", conn.compute.get_flavor, request.flavor_id)
+            del arguments["image_id"]
+            arguments["block_device_mapping"] = [
+                {
+                    "boot_index": 0,
+                    "uuid": request.image,
+                    "source_type": "image",
+                    "destination_type": "volume",
+                    "volume_size": max(1, flavor.disk or 0),
+                    "delete_on_termination": False,
+                }
+            ]
         if request.user_data:  # Nova takes it base64-encoded; it reaches the guest's metadata service
             arguments["user_data"] = base64.b64encode(request.user_data.encode()).decode()
         arguments |= self.client.placement_arguments()
@@ -310,11 +325,56 @@ class OpenStackInstances(InstanceBackend):
         self._call("confirming the resize", self._conn().compute.confirm_server_resize, server_id)
 
     def delete(self, server_id: str) -> None:
+        """Delete the server, keeping its volumes: each attachment is first set to survive it (a server made
+        elsewhere may say delete_on_termination); a purge deletes them afterwards (services.volumes)."""
         try:
+            if self.has_block_storage:
+                openstack_volumes.keep_on_delete(self.client, server_id)
             self._call("deleting the server", self._conn().compute.delete_server, server_id, ignore_missing=True)
         except BackendError as exc:
             if exc.kind != "not_found":
                 raise
+
+    # ------------------------------------------------------------------ volumes (Cinder; openstack_volumes)
+    @property
+    def boots_from_volume(self) -> bool:
+        """The connection's `root_disk: volume`: new servers boot from a Cinder volume made from the image."""
+        return self.options.get("root_disk") == "volume"
+
+    @property
+    def deletes_volumes(self) -> bool:  # type: ignore[override]
+        return self.has_block_storage
+
+    def volumes_to_keep(self, server_id: str) -> list[str]:
+        if not self.has_block_storage:
+            return []
+        try:
+            return openstack_volumes.volume_ids(self.client, server_id)
+        except BackendError as exc:
+            if exc.kind == "not_found":
+                return []
+            raise
+
+    def lost_volumes(self, server_id: str, volumes: list[str]) -> list[str]:
+        return openstack_volumes.lost(self.client, volumes)
+
+    def volume(self, ref: str) -> VolumeView | None:
+        return openstack_volumes.volume(self.client, ref)
+
+    def delete_volume(self, ref: str) -> None:
+        openstack_volumes.delete(self.client, ref)
+
+    def root_volume(self, server_id: str, instance_id: str) -> str:
+        """The Cinder volume the server boots from ("" for an image-booted one), marked as this instance's."""
+        if not self.boots_from_volume:
+            return ""
+        ids = openstack_volumes.volume_ids(self.client, server_id)
+        if not ids:
+            return ""
+        openstack_volumes.mark(
+            self.client, ids[0], {META_INSTALLATION: str(settings.INSTALLATION_ID), META_INSTANCE: instance_id}
+        )
+        return ids[0]
 
     # ------------------------------------------------------------------ helpers
     def _conn(self) -> Any:

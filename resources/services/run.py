@@ -218,7 +218,12 @@ class Runner:
             Instance.objects.filter(pk=self.instance.pk).update(server_id=server_id)
             self.instance.server_id = server_id
         view = self.wait_status(S.RUNNING)
-        return {"server_id": server_id, "observed": view.evidence}
+        result = {"server_id": server_id, "observed": view.evidence}
+        root_volume = self.backend.root_volume(server_id, str(self.instance.pk))
+        if root_volume:  # booted from a volume: the disk a delete keeps unless purged (orphans know it by this)
+            Instance.objects.filter(pk=self.instance.pk).update(root_volume_ref=root_volume)
+            result["root_volume"] = root_volume
+        return result
 
     def snapshot(self) -> dict[str, Any]:
         snapshot = self.operation.snapshot
@@ -355,8 +360,10 @@ class Runner:
                 )
         if kept:
             volumes = f"kept: {', '.join(kept)} (checked after the server was gone)"
+        elif not server:
+            volumes = "none to keep: no server was made"
         elif self.operation.params.get("block_storage"):
-            volumes = "kept: the server's volumes were not touched"
+            volumes = "none to keep: the server had no volumes; its root disk was ephemeral and went with it"
         else:
             volumes = (
                 f"none to keep: the {self.connection.cloud_id} cloud has no block-storage service; "

@@ -96,6 +96,7 @@ def test_a_well_filled_openstack_form_saves_typed_options_and_the_grant(root, wo
         ),
         ({"options": '{"api_timeout_seconds": "fast"}'}, "options", "'api_timeout_seconds' must be a number"),
         ({"options": '{"retention": "forever"}'}, "options", "'retention' must be one of delete, keep"),
+        ({"options": '{"root_disk": "cinder"}'}, "options", "'root_disk' must be one of ephemeral, volume"),
         ({"options": "[1, 2]"}, "options", "must be a JSON object"),
         ({"options": "{not json"}, "options", "valid JSON"),
         ({"os_boot_deadline_seconds": "soon"}, "os_boot_deadline_seconds", "whole number"),

@@ -275,7 +275,7 @@ def test_check_cloud_says_everything_is_there(os_live, capsys):
     assert "ok      authentication (Keystone)" in out
     for line in ("compute service (Nova)", "image service (Glance)", "network service (Neutron)", "flavor 'cp.tiny'"):
         assert f"ok      {line}" in out
-    assert "absent  block-storage service (Cinder)" in out
+    assert "ok      block-storage service (Cinder)" in out  # the dev cloud's Cinder (sparse-file volumes)
     assert "everything CloudPivot needs is there" in out
 
 
@@ -304,5 +304,12 @@ def test_the_inventory_shows_flavors_images_servers_and_quota_usage(os_live, api
     os_live.world.alice.save()
     quotas = {q["resource"]: q for q in client.get("/api/v1/clouds/os-dev/resources/quotas").json()["items"]}
     assert quotas["instances"]["used"] >= 1 and quotas["instances"]["limit"] >= 1
-    volumes = client.get("/api/v1/clouds/os-dev/resources/volumes")
-    assert volumes.status_code == 404 and "no block-storage (Cinder)" in volumes.json()["message"]
+    volume = os_live.conn.block_storage.create_volume(size=1, name=f"inventory-{os_live.connection.pk}")
+    try:
+        volumes = client.get("/api/v1/clouds/os-dev/resources/volumes")
+        assert volumes.status_code == 200, volumes.json()
+        listed = {v["id"]: v for v in volumes.json()["items"]}
+        assert listed[volume.id]["name"] == volume.name and listed[volume.id]["size_gb"] == 1
+    finally:
+        os_live.conn.block_storage.wait_for_status(volume, "available", failures=["error"], interval=1, wait=60)
+        os_live.conn.block_storage.delete_volume(volume)

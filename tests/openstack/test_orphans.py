@@ -216,7 +216,25 @@ def test_snapshot_images_are_compared_with_snapshots_and_a_snapshots_source_serv
     assert found[source.id].category == "orphan"
     assert found[source.id].protected_reason == "the source of image lost-snapshot"
     summary = orphans_scan(connections=[cloud.connection])
-    assert "(the os-dev cloud has no block-storage (cinder) service: no volumes to compare)" in summary.lower()
+    assert "no block-storage" not in summary.lower()  # the dev cloud has Cinder: its volumes are compared
+
+
+def test_a_volume_of_this_installation_no_instance_refers_to_is_an_orphan_and_a_root_volume_is_not(cloud):
+    conn = cloud.conn
+    mine, theirs = {"cloudpivot_installation": INSTALLATION}, {"cloudpivot_installation": "x"}
+    lost = conn.block_storage.create_volume(size=1, name="lost-volume", metadata=mine)
+    root = conn.block_storage.create_volume(size=1, name="root-volume", metadata=mine)
+    foreign = conn.block_storage.create_volume(size=1, name="foreign-volume", metadata=theirs)
+    try:
+        Instance.objects.filter(pk=known_instance(cloud, None, name="on-a-volume").pk).update(root_volume_ref=root.id)
+        found = report(cloud)
+        orphan = found[lost.id]
+        assert (orphan.category, orphan.kind, orphan.name) == ("orphan", "volume", "lost-volume")
+        assert root.id not in found and foreign.id not in found
+    finally:
+        for volume in (lost, root, foreign):
+            conn.block_storage.wait_for_status(volume, "available", failures=["error"], interval=1, wait=60)
+            conn.block_storage.delete_volume(volume)
 
 
 # ---------------------------------------------------------------------------- delete from the admin

@@ -152,17 +152,14 @@ def test_actions_follow_the_state_table(os_world, api):
     assert response.status_code == 409 and "in flight" in response.json()["message"]
 
 
-def test_delete_says_what_happens_to_volumes_and_purge_without_block_storage_is_refused(os_world, api):
+def test_delete_says_what_happens_to_volumes_and_purge_is_accepted_where_the_cloud_has_cinder(os_world, api):
     instance_id = create(api).json()["instance"]
     Instance.objects.filter(pk=instance_id).update(status="Running", server_id="s-1", operation=None)
     url = f"/api/v1/instances/{instance_id}/actions"
     response = api("bob").post(url, {"action": "delete"}, format="json")
     assert response.status_code == 400 and response.json()["errors"][0]["field"] == "volumes"
     response = api("bob").post(url, {"action": "delete", "volumes": "purge"}, format="json")
-    assert response.status_code == 422 and response.json()["code"] == "unsupported"
-    assert "no block-storage (Cinder) service" in response.json()["message"]
-    response = api("bob").post(url, {"action": "delete", "volumes": "keep"}, format="json")
-    assert response.status_code == 202 and response.json()["params"]["block_storage"] is False
+    assert response.status_code == 202 and response.json()["params"]["block_storage"] is True
 
 
 def test_a_start_retried_with_the_same_boot_id_does_nothing(os_world, api):

@@ -50,6 +50,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "retention": "delete",  # delete: servers go when the attempt ends; keep: stopped ones stay (SHUTOFF)
     "boot_deadline_seconds": 300,  # ACTIVE this long with no word from the Runner: it never started
     "api_timeout_seconds": 30,
+    "root_disk": "ephemeral",  # instances: ephemeral (the flavor's disk) or volume (a Cinder volume from the image)
 }
 BLOCK_STORAGE_TYPES = {"block-storage", "volumev3", "volume"}
 # CloudPivot's marks in a server's metadata (besides the installation tag).
@@ -124,7 +125,7 @@ class OpenStackClient:
                 options["timeout"] = timeout
             response = getattr(compute, method.lower())(path, **options)
             os_exc.raise_from_response(response)
-            return response.json()
+            return response.json() if response.content else {}  # some answers have no body (202 of a PUT)
 
         return self.call(what, send)
 

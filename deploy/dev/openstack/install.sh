@@ -5,7 +5,8 @@
 # Debian's invoke-rc.d honours /usr/sbin/policy-rc.d (exit 101); we create one only if missing.
 set -euo pipefail
 PKGS="postgresql-15 rabbitmq-server keystone glance-api placement-api nova-api nova-conductor
-nova-scheduler nova-compute nova-compute-ironic python3-openstackclient neutron-server uwsgi-plugin-python3 bc curl"
+nova-scheduler nova-compute nova-compute-ironic python3-openstackclient neutron-server uwsgi-plugin-python3 bc curl
+cinder-api cinder-scheduler cinder-volume"
 missing=()
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -39,6 +40,10 @@ neutron-common neutron/configure_ksat boolean false
 neutron-common neutron/configure_rabbit boolean false
 neutron-common neutron/configure_nova boolean false
 neutron-api neutron/configure_api-endpoint boolean false
+cinder-common cinder/configure_db boolean false
+cinder-common cinder/configure_ksat boolean false
+cinder-common cinder/configure_rabbit boolean false
+cinder-api cinder/configure_api-endpoint boolean false
 SEL
 APT="apt-get -o DPkg::Lock::Timeout=900 -y -q"
 t0=$(date +%s)

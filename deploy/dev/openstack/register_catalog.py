@@ -26,17 +26,23 @@ services = [
     ("placement", "placement", f"http://{H}:{os.environ['CP_OS_PLACEMENT_PORT']}"),
     ("nova", "compute", f"http://{H}:{os.environ['CP_OS_NOVA_PORT']}/v2.1"),
     ("neutron", "network", f"http://{H}:{os.environ['CP_OS_NEUTRON_PORT']}"),
+    # Cinder under both names: Nova looks for volumev3, openstacksdk for block-storage (or its aliases)
+    ("cinderv3", "volumev3", f"http://{H}:{os.environ['CP_OS_CINDER_PORT']}/v3/%(project_id)s"),
+    ("cinder", "block-storage", f"http://{H}:{os.environ['CP_OS_CINDER_PORT']}/v3/%(project_id)s"),
 ]
 domain = idp.find_domain("default")
 project = idp.find_project("service", domain_id=domain.id) or idp.create_project(
     name="service", domain_id=domain.id, description="service users"
 )
 admin_role = idp.find_role("admin")
-for name in ("glance", "placement", "nova", "neutron"):
+# `service`: what Cinder asks of the service token Nova sends to delete an in-use attachment (OSSA-2023-003)
+service_role = idp.find_role("service") or idp.create_role(name="service")
+for name in ("glance", "placement", "nova", "neutron", "cinder"):
     user = idp.find_user(name, domain_id=domain.id) or idp.create_user(
         name=name, password=PASS, domain_id=domain.id, default_project_id=project.id
     )
     idp.assign_project_role_to_user(project, user, admin_role)
+    idp.assign_project_role_to_user(project, user, service_role)
 for name, stype, url in services:
     svc = next((s for s in idp.services() if s.type == stype), None) or idp.create_service(
         name=name, type=stype, is_enabled=True

@@ -4,6 +4,8 @@
 #   2. configures everything if $CP_OS_STATE/.configured is missing (configure.sh)
 #   3. starts each service that is not running, waits until the hypervisor is up
 #   4. makes the flavor and image CloudPivot's tests use, and prints where things are
+# Cinder (block storage, our sparse-file backend: README) is configured by configure_cinder.sh, on a fresh
+# state and on one configured before Cinder came (then nova-api and nova-compute restart to read [cinder]).
 # Loopback only. Reuses the machine's RabbitMQ (vhost $CP_OS_RABBIT_VHOST); private PostgreSQL on $CP_OS_PG_PORT.
 # Stop with down.sh; start over with: down.sh && rm -rf $CP_OS_STATE
 set -euo pipefail
@@ -16,7 +18,7 @@ lap() { echo "TIMING up $1 at +$(( $(date +%s) - T0 ))s"; }
 # One up.sh at a time (tests and make may race). `flock -o` holds the lock in the flock process and closes
 # it for this script: services started below must not inherit the lock, or the next up.sh waits forever.
 if [ -z "${CP_OS_UP_LOCKED:-}" ]; then
-  exec env CP_OS_UP_LOCKED=1 flock -o /tmp/cloudpivot-openstack-up.flock "$0" "$@"
+  exec env CP_OS_UP_LOCKED=1 flock -o "${CP_OS_STATE%/}-up.flock" "$0" "$@"
 fi
 
 "$HERE/install.sh"
@@ -67,6 +69,12 @@ if ! grep -qx "allow_resize_to_same_host = True" $S/etc/nova/nova.conf; then
 fi
 
 pg_running || runuser -u postgres -- $PGBIN/pg_ctl -D $S/pg/data -l $S/pg/postgresql.log -w start >/dev/null
+if [ ! -e "$S/.cinder" ]; then   # a fresh state, or one configured before Cinder: its DB, config, Nova's [cinder]
+  "$HERE/configure_cinder.sh"
+  rm -f $S/.catalog               # register_catalog.py (idempotent) adds the cinder user and volumev3/block-storage
+  for svc in nova-api nova-compute; do if pid_alive $svc; then stop_pid $svc; fi; done
+  lap cinder-configured
+fi
 rabbitmqctl -q list_vhosts | grep -qx "$CP_OS_RABBIT_VHOST" || {
   rabbitmqctl -q add_vhost "$CP_OS_RABBIT_VHOST"
   rabbitmqctl -q set_permissions -p "$CP_OS_RABBIT_VHOST" guest '.*' '.*' '.*' >/dev/null
@@ -88,6 +96,12 @@ pid_alive nova-api || start_bg nova-api uwsgi --ini $S/etc/uwsgi/nova-api.ini
 pid_alive nova-conductor || start_bg nova-conductor nova-conductor $NCDB
 pid_alive nova-scheduler || start_bg nova-scheduler nova-scheduler $NCDB
 pid_alive nova-compute || start_bg nova-compute nova-compute $NC
+CC="--config-file $S/etc/cinder/cinder.conf"
+pid_alive cinder-api || start_bg cinder-api uwsgi --ini $S/etc/uwsgi/cinder-api.ini
+pid_alive cinder-scheduler || start_bg cinder-scheduler cinder-scheduler $CC
+# the volume driver is ours (cinder_driver/), found on PYTHONPATH
+fresh_cinder=0
+pid_alive cinder-volume || { start_bg cinder-volume env PYTHONPATH="$HERE/cinder_driver" cinder-volume $CC; fresh_cinder=1; }
 wait_http "http://$CP_OS_HOST:$CP_OS_GLANCE_PORT/" 60
 wait_http "http://$CP_OS_HOST:$CP_OS_PLACEMENT_PORT/" 60
 wait_http "http://$CP_OS_HOST:$CP_OS_NEUTRON_PORT/" 90
@@ -98,6 +112,7 @@ if [ $fresh_neutron = 1 ]; then
   openstack port list >/dev/null
 fi
 wait_http "http://$CP_OS_HOST:$CP_OS_NOVA_PORT/" 90
+wait_http "http://$CP_OS_HOST:$CP_OS_CINDER_PORT/" 90
 lap services
 
 # nova-compute registered in placement and its host mapped into cell1
@@ -109,6 +124,16 @@ for _ in $(seq 1 45); do
 done
 [ $ok = 1 ] || { echo "FAILED: nova-compute/hypervisor not up (see $S/log/nova-compute.log)"; exit 1; }
 lap hypervisor
+
+# a cinder-volume started now has reported its backend (the scheduler places volumes only on a service that is up)
+ok=$((1 - fresh_cinder))
+for _ in $(seq 1 45); do
+  [ $ok = 1 ] && break
+  if openstack volume service list --service cinder-volume -f value -c State 2>/dev/null | grep -qx up; then ok=1; break; fi
+  sleep 2
+done
+[ $ok = 1 ] || { echo "FAILED: cinder-volume not up (see $S/log/cinder-volume.log)"; exit 1; }
+lap cinder-volume
 
 # what CloudPivot's tests boot: a tiny flavor, a 4 KiB raw image, and a flavor whose disk no host has
 # (within quota, so Nova accepts it and the scheduler puts the server in ERROR: "No valid host was found")
@@ -129,10 +154,10 @@ lap ready
 cat <<EOT
 OpenStack (fake hypervisor) is up on 127.0.0.1:
   keystone  $CP_OS_AUTH_URL   (admin / $CP_OS_PASS, project admin)
-  nova :$CP_OS_NOVA_PORT  glance :$CP_OS_GLANCE_PORT  placement :$CP_OS_PLACEMENT_PORT  neutron :$CP_OS_NEUTRON_PORT
+  nova :$CP_OS_NOVA_PORT  glance :$CP_OS_GLANCE_PORT  placement :$CP_OS_PLACEMENT_PORT  neutron :$CP_OS_NEUTRON_PORT  cinder :$CP_OS_CINDER_PORT
   postgres :$CP_OS_PG_PORT (private)   rabbitmq 127.0.0.1:5672 vhost $CP_OS_RABBIT_VHOST
   clouds.yaml  $CP_OS_CLOUDS_YAML  (cloud "$CP_OS_CLOUD"); flavor $CP_OS_FLAVOR (resize to cp.small), image $CP_OS_IMAGE, networks none
-  resize       allow_resize_to_same_host = True (one compute host); block storage: none (no Cinder: README)
+  resize       allow_resize_to_same_host = True (one compute host); block storage: Cinder, sparse files in $S/cinder/volumes (README)
   state, logs  $S  (logs in $S/log)
   CLI          . $HERE/env.sh && openstack server list
   stop         $HERE/down.sh
