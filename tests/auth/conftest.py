@@ -77,9 +77,10 @@ def oidc_provider(tmp_path_factory, server_logs):
     def provision(*, redirect_uri: str, client_secret: str, username: str, password: str, groups: list[str]):
         subprocess.run(
             [sys.executable, "-m", "tests.oidc_provider.provision"]
-            + ["--client-id", CLIENT_ID, "--client-secret", client_secret, "--redirect-uri", redirect_uri]
-            + ["--username", username, "--password", password, "--email", f"{username}@idp.example.org"]
-            + ["--groups", ",".join(groups)],
+            # --name=value: a secret from token_urlsafe may begin with "-", which argparse would take for an option
+            + [f"--client-id={CLIENT_ID}", f"--client-secret={client_secret}", f"--redirect-uri={redirect_uri}"]
+            + [f"--username={username}", f"--password={password}", f"--email={username}@idp.example.org"]
+            + [f"--groups={','.join(groups)}"],
             **run,
         )
 
