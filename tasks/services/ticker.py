@@ -77,8 +77,8 @@ def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
     deadline = time.monotonic() + (seconds if seconds is not None else settings.TICKER_SECONDS)
     passes, last_pass = 0, None
     rang = False
-    # Left in reverse order: the workers' last wait runs while the lease is still kept.
-    with ReconcileDoorbell() as doorbell, LeaseKept("ticker", holder) as lease, ConnectionWorkers() as workers:
+    # Renewed from the moment it is held; left in reverse order, so the workers' last wait runs while it is kept.
+    with LeaseKept("ticker", holder) as lease, ReconcileDoorbell() as doorbell, ConnectionWorkers() as workers:
         while time.monotonic() < deadline and not lease.lost.is_set():
             now = timezone.now()
             # A new ticker runs one pass at once: work may have been left while there was none.
