@@ -2,8 +2,8 @@
 
 A worker that holds a row (a start claim, an Operation's lease) proves it is alive by renewing the row every
 few seconds, whatever its main thread is doing; SIGKILL or a lost host end the renewals with the worker, and
-the claim then runs out for another worker to take. Used by tasks/services/start_claim.py and
-resources/services/lease.py.
+the claim then runs out for another worker to take. Used by tasks/services/start_claim.py, the ticker
+(tasks/services/ticker.py) and resources/services/lease.py.
 
 - `renew` runs every `interval` seconds on a daemon thread (never the caller's: a renewal cannot be late
   because the caller is blocked); returning False ends the beats (the claim is no longer ours).

@@ -25,14 +25,14 @@ import datetime as dt
 import logging
 import os
 import socket
-import threading
 import time
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from cloudpivot.heartbeat import Heartbeat
 from cloudpivot.realtime import ReconcileDoorbell
 from tasks import dispatch
 from tasks.models import Lease
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 TICK_INTERVAL_SECONDS = 0.5
 # The longest sleep without a look at what is due: long enough to cost nothing.
 IDLE_SECONDS = 2.0
-# Short, and renewed every LEASE_RENEW_SECONDS (LeaseKept): a ticker killed with its worker blocks the next one only
+# Short, and renewed every LEASE_RENEW_SECONDS (a Heartbeat): a ticker killed with its worker blocks the next one only
 # this long.
 LEASE_SECONDS = 5
 LEASE_RENEW_SECONDS = 1.0
@@ -78,8 +78,11 @@ def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
     passes, last_pass = 0, None
     rang = False
     # Renewed from the moment it is held; left in reverse order, so the workers' last wait runs while it is kept.
-    with LeaseKept("ticker", holder) as lease, ReconcileDoorbell() as doorbell, ConnectionWorkers() as workers:
-        while time.monotonic() < deadline and not lease.lost.is_set():
+    renewal = Heartbeat(
+        lambda: lease_acquire("ticker", holder), interval=LEASE_RENEW_SECONDS, name="lease-ticker", join_timeout=None
+    )
+    with renewal as lease, ReconcileDoorbell() as doorbell, ConnectionWorkers() as workers:
+        while time.monotonic() < deadline and not lease.ended:
             now = timezone.now()
             # A new ticker runs one pass at once: work may have been left while there was none.
             due_at = reconcile_due_at(last_pass=last_pass, now=now) if last_pass is not None else now
@@ -97,42 +100,7 @@ def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
             elif due_at is not None:
                 delay = min(IDLE_SECONDS, (due_at - now).total_seconds())
             rang = doorbell.wait(max(0.0, min(delay, deadline - time.monotonic())))
-    return passes, lease.lost.is_set()
-
-
-class LeaseKept:
-    """Renews a lease from a thread of its own every LEASE_RENEW_SECONDS while the block runs.
-
-    `lost` is set once another holder has it (this one's ran out: a process that stalled); a renewal
-    that fails (the database away) is tried again at the next beat.
-    """
-
-    def __init__(self, name: str, holder: str) -> None:
-        self.name, self.holder = name, holder
-        self.lost = threading.Event()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{name}", daemon=True)
-
-    def __enter__(self) -> LeaseKept:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _beat(self) -> None:
-        try:
-            while not self._done.wait(LEASE_RENEW_SECONDS):
-                try:
-                    if not lease_acquire(self.name, self.holder):
-                        self.lost.set()
-                        return
-                except Exception:
-                    logger.exception("could not renew the %s lease; trying again", self.name)
-                    connection.close()  # a broken connection is not used again
-        finally:
-            connection.close()  # this thread's own
+    return passes, lease.ended
 
 
 def _release_quietly(holder: str) -> None:
