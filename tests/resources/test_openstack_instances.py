@@ -151,8 +151,10 @@ def test_a_second_create_over_the_instance_quota_is_refused_with_the_limit_named
 def test_a_server_deleted_behind_our_back_shows_unknown_with_evidence(os_instances, api):
     operation = finished(api, create(api).json()["id"])
     vm = instance(api, operation["instance"])
-    os_instances.conn.compute.delete_server(vm["server_id"])
-    os_instances.conn.compute.wait_for_delete(os_instances.conn.compute.get_server(vm["server_id"]), wait=60)
+    # Fetched before the delete: a fast delete leaves nothing to fetch after it
+    server = os_instances.conn.compute.get_server(vm["server_id"])
+    os_instances.conn.compute.delete_server(server)
+    os_instances.conn.compute.wait_for_delete(server, wait=60)
     assert "changed" in instances_refresh()
     vm = instance(api, operation["instance"])
     assert vm["status"] == "Unknown"
