@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.clusters.kube_api import JOBS, NODES
+from tests.clusters.kube_api import JOBS, NAMESPACES, NODES
 from tests.clusters.kube_fixture import label_selector_matches
 from tests.helpers import wait_for
 from tests.plugins.kube import TOKEN
@@ -310,3 +310,10 @@ def test_seeded_objects_are_listed_like_created_ones(kube, core):
     kube.seed([(JOBS, NS, job("seeded"))])
     assert [n.metadata.name for n in core.list_node().items] == ["node-1"]
     assert list(kube.jobs()) == ["seeded"]
+
+
+def test_namespaces_are_listed_cluster_wide(kube, core):
+    kube.put(NAMESPACES, None, {"metadata": {"name": NS, "labels": {"team": "ml"}}})
+    listed = core.list_namespace().items
+    assert [(n.metadata.name, n.metadata.labels) for n in listed] == [(NS, {"team": "ml"})]
+    assert core.list_namespaced_pod(NS).items == []  # a namespaced path still reads as one

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from notifications.models import DeliveryState, WebhookDelivery, WebhookEndpoint
 from tests import builders, helpers
 from tests.notifications.test_webhooks import pump_until, received, start_receiver
+from tests.plugins.browser import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -70,6 +71,7 @@ def test_an_admin_subscribes_sees_deliveries_with_response_times_and_redelivers(
         pump_until(lambda: len(received(log)) > sent_before)
         # the delivery log refreshes itself (htmx): the second attempt shows up without a reload
         expect(page.locator(f'[data-delivery-row="{delivery.pk}"] [data-delivery-attempts]')).to_have_text("2")
+        screenshot(page, "webhook-deliveries", full_page=True)  # the secret is not on this page any more
     finally:
         helpers.stop_process_group(receiver)
     again = [item for item in received(log) if item["id"] == delivery.webhook_id]

@@ -105,3 +105,16 @@ def test_a_project_admin_adds_a_member_who_then_sees_the_project(open_page, worl
     expect(charlie.get_by_role("button", name="Add member")).to_have_count(0)
     expect(charlie.locator('[data-quota="alpha:all clouds"]')).to_contain_text("1 / 4")
     screenshot(charlie, "project-as-member", full_page=True)
+
+    charlie_row = page.locator('[data-member-row="charlie"]')  # alice changes charlie's role, then removes him
+    charlie_row.get_by_label("Role of charlie", exact=True).select_option("submitter")
+    charlie_row.get_by_role("button", name="Change the role of charlie").click()
+    expect(page.locator(".message.success")).to_have_text("charlie is now Submitter.")
+    assert Membership.objects.get(project=world.alpha, user=world.charlie).role == "submitter"
+    charlie.reload()
+    expect(charlie.locator("[data-my-role]")).to_contain_text("submitter")
+    page.locator('[data-member-row="charlie"]').get_by_role("button", name="Remove charlie").click()  # confirmed
+    expect(page.locator(".message.success")).to_have_text("charlie removed from alpha.")
+    expect(page.locator('[data-member-row="charlie"]')).to_have_count(0)
+    charlie.reload()
+    expect(charlie.get_by_role("heading", name="Not found")).to_be_visible()

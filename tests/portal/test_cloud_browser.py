@@ -11,8 +11,9 @@ from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
 from tests import helpers
 from tests.builders import running
-from tests.clusters.kube_api import NODES
+from tests.clusters.kube_api import NAMESPACES, NODES
 from tests.plugins.browser import screenshot
+from tests.plugins.kube import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -36,6 +37,7 @@ def test_staff_see_quota_bars_the_inventory_and_check_a_cloud_now(open_page, wor
             },
         },
     )
+    kube.put(NAMESPACES, None, {"metadata": {"name": "tasks"}, "status": {"phase": "Active"}})
     page = open_page("alice")
     page.goto("/")
     card = page.locator('[data-quota="alpha:all clouds"]')
@@ -50,6 +52,19 @@ def test_staff_see_quota_bars_the_inventory_and_check_a_cloud_now(open_page, wor
     nodes = page.locator('table[data-inventory="nodes"]')
     expect(nodes).to_contain_text("node-1")  # loaded after the page, from the cloud
     expect(nodes).to_contain_text("Ready=True")
+    expect(page.locator('table[data-inventory="namespaces"]')).to_contain_text("Active")
+
+    kube.configure(token="rotated")  # the cluster's token was rotated: CloudPivot's no longer works
+    page.get_by_role("button", name="Check now").click()
+    expect(page.locator(".messages .message.error")).to_contain_text("k3s-lab is failing: ")
+    expect(page.locator(".page-head .health")).to_have_text("Failing")
+    failing = page.locator("[data-health-message]")
+    expect(failing).to_contain_text("Last error:")  # the stored check's words, not just a badge
+    expect(failing).to_contain_text("401 Unauthorized")
+    expect(page.locator("#inventory-tables")).to_be_attached()  # the inventory has answered too (its own words)
+    screenshot(page, "cloud-detail-failing", full_page=True)
+
+    kube.configure(token=TOKEN)  # the connection's token is valid again
     page.get_by_role("button", name="Check now").click()
     expect(page.locator(".message.success")).to_contain_text("k3s-lab answered: Kubernetes v1.")
     expect(page.locator(".page-head .health")).to_have_text("OK")

@@ -6,7 +6,7 @@ import pytest
 
 from clusters.models import CloudConnection
 from tests import helpers
-from tests.clusters.kube_api import NODES
+from tests.clusters.kube_api import NAMESPACES, NODES
 
 pytestmark = pytest.mark.django_db
 NODE = {
@@ -27,6 +27,7 @@ def test_the_cloud_page_loads_its_inventory_after_the_page(pages, kube, kube_con
 
 def test_the_inventory_shows_a_table_per_kind_the_cluster_offers(pages, kube, kube_connection, world):
     kube.put(NODES, None, NODE)
+    kube.put(NAMESPACES, None, {"metadata": {"name": "tasks"}, "status": {"phase": "Active"}})
     world.rita.is_staff = True  # an administrator: cloud-wide kinds too
     world.rita.save()
     response = pages("rita").get("/clouds/k3s-lab/inventory")
@@ -34,15 +35,23 @@ def test_the_inventory_shows_a_table_per_kind_the_cluster_offers(pages, kube, ku
     inventory = response.context["inventory"]
     assert [t.kind for t in inventory.tables] == ["nodes", "namespaces", "pvcs", "pods"] and not inventory.error
     nodes, namespaces, pvcs, pods = inventory.tables
-    # kmock cannot serve the cluster-wide namespace list (its path parser fails on /api/v1/namespaces): a
-    # kind that fails shows its own words and the other tables stay.
-    assert "while listing namespaces (500)" in namespaces.error and not namespaces.rows
+    assert not namespaces.error and namespaces.rows[0][:2] == ["tasks", "Active"]
     assert not pvcs.error and not pods.error
     assert nodes.columns[:2] == ["name", "ready"] and nodes.rows[0][:2] == ["gpu-node-7", "yes"]
     content = response.content.decode()
     assert 'data-inventory="nodes"' in content and "gpu-node-7" in content
     assert "Ready=True, DiskPressure=False" in content  # a node's conditions in words, not a dict
     assert "cpu: 7500m, nvidia.com/gpu: 2" in content  # allocatable, as the cluster says it
+
+
+def test_a_kind_the_cluster_refuses_shows_its_own_words_and_the_other_tables_stay(pages, kube, kube_connection, world):
+    kube.put(NODES, None, NODE)
+    kube.configure(permissions={("list", "", plural, "") for plural in ("nodes", "persistentvolumeclaims", "pods")})
+    world.rita.is_staff = True
+    world.rita.save()
+    nodes, namespaces, pvcs, pods = pages("rita").get("/clouds/k3s-lab/inventory").context["inventory"].tables
+    assert "may not do this (listing namespaces; 403 Forbidden)" in namespaces.error and not namespaces.rows
+    assert nodes.rows[0][0] == "gpu-node-7" and not nodes.error and not pvcs.error and not pods.error
 
 
 def test_a_reader_sees_what_the_api_shows_her_and_no_cloud_wide_kinds(pages, kube, kube_connection):

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from cloudpivot import secret_box
 from cloudpivot.accounts.models import ProjectSecret
+from tests.plugins.browser import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 VALUE = "browser-Typed-secret-77"
@@ -29,6 +30,7 @@ def test_an_admin_adds_and_deletes_a_secret_a_submitter_sees_only_its_name(open_
     page.get_by_role("button", name="Save secret").click()
     expect(page.get_by_role("alert")).to_contain_text("already has a secret named 'db-password'")
     expect(page.get_by_label("Value")).to_have_value("")  # a refused value is not put back either
+    screenshot(page, "project-secrets", full_page=True)
 
     reader = open_page("bob")
     reader.goto("/projects/alpha/secrets/")

@@ -15,7 +15,7 @@ from tests.usage.test_usage import ran
 from usage.budgets import budget_sweep
 from usage.models import ProjectBudget
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_researcher_sees_the_month_the_burn_down_and_the_hold_and_downloads_the_csv(open_page, world):
