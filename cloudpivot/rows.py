@@ -39,32 +39,38 @@ _AUTO = (AutoField, BigAutoField, SmallAutoField)
 _TEXT = (CharField, TextField)
 
 
-def objects_insert(model: type[Model], objects: Sequence[Model]) -> None:
-    """INSERT `objects` in one statement per few thousand values; auto primary keys are set on them."""
+def objects_insert(model: type[Model], objects: Sequence[Model], *, also_return: str = "") -> list:
+    """INSERT `objects` in one statement per few thousand values; auto primary keys are set on them.
+
+    `also_return`: an SQL expression the same statement evaluates for each inserted row (its columns named as
+    `<table>.<column>`, quoted), e.g. a scalar subquery; its values are returned, in the objects' order."""
     if not objects:
-        return
+        return []
     meta, db = model._meta, connections[DEFAULT_DB_ALIAS]
     auto_pk = isinstance(meta.pk, _AUTO) and all(obj.pk is None for obj in objects)
     fields = [field for field in meta.concrete_fields if not (auto_pk and field is meta.pk)]
     columns = [[_prep(db, field, field.pre_save(obj, True)) for obj in objects] for field in fields]
-    ids = rows_insert(db, meta.db_table, fields, columns, returning=meta.pk.column if auto_pk else None)
+    returning = ([db.ops.quote_name(meta.pk.column)] if auto_pk else []) + ([also_return] if also_return else [])
+    rows = rows_insert(db, meta.db_table, fields, columns, returning=returning)
     if auto_pk:
-        for obj, pk in zip(objects, ids, strict=True):
-            obj.pk = pk
+        for obj, row in zip(objects, rows, strict=True):
+            obj.pk = row[0]
     for obj in objects:
         obj._state.adding = False
         obj._state.db = db.alias
+    return [row[-1] for row in rows] if also_return else []
 
 
 def rows_insert(
-    db: BaseDatabaseWrapper, table: str, fields: list[Field], columns: list[list[Any]], *, returning: str | None = None
-) -> list:
-    """INSERT prepared column values (one list per field, rows in the same order); returned keys, in order."""
+    db: BaseDatabaseWrapper, table: str, fields: list[Field], columns: list[list[Any]], *, returning: Sequence[str] = ()
+) -> list[tuple]:
+    """INSERT prepared column values (one list per field, rows in the same order); the rows of the `returning`
+    SQL expressions, in order (none without them)."""
     quote = db.ops.quote_name
     names = ", ".join(quote(field.column) for field in fields)
-    tail = f" RETURNING {quote(returning)}" if returning else ""
+    tail = f" RETURNING {', '.join(returning)}" if returning else ""
     rows = len(columns[0]) if columns else 0
-    found: list = []
+    found: list[tuple] = []
     with db.cursor() as cursor:
         if db.vendor == "postgresql":
             arrays = ", ".join(f"%s::{_array_type(db, field)}" for field in fields)
@@ -74,7 +80,7 @@ def rows_insert(
                 f"INSERT INTO {quote(table)} ({names}) SELECT {values} FROM unnest({arrays}) AS v({aliases}){tail}",
                 columns,
             )
-            return [row[0] for row in cursor.fetchall()] if returning else []
+            return [tuple(row) for row in cursor.fetchall()] if returning else []
         per_statement = max(1, SQLITE_MAX_VALUES // max(1, len(fields)))
         row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
         for start in range(0, rows, per_statement):
@@ -84,7 +90,7 @@ def rows_insert(
                 f"INSERT INTO {quote(table)} ({names}) VALUES {', '.join([row_sql] * (stop - start))}{tail}", params
             )
             if returning:
-                found += [row[0] for row in cursor.fetchall()]
+                found += [tuple(row) for row in cursor.fetchall()]
     return found
 
 

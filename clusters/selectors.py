@@ -42,21 +42,21 @@ def submission_target(*, user: AbstractBaseUser, cloud_id: str, slug: str | None
     Never kept between requests (unlike the quotas, cloudpivot/recent.py): admission does not check the grant
     or the membership again, so a withdrawn one must refuse the very next submit in every process.
 
-    The usual case in one query: the user is submitter or admin in exactly one project (the named one, if
-    named) that is granted this cloud. Anything else (no such project, several, platform staff) goes the
-    longer way, connection_for_user and project_for_submission, which pick for staff and word each refusal.
+    The usual case in one query: exactly one project (the named one, if named) is granted this cloud and the
+    user is submitter or admin in it, or platform staff (who act as admins in every project, as
+    project_for_submission says). Anything else (no such project, several) goes the longer way,
+    connection_for_user and project_for_submission, which word each refusal.
     """
+    grants = CloudConnection.projects.through.objects.filter(cloudconnection__cloud_id=cloud_id)
     if not user.is_superuser:
-        grants = CloudConnection.projects.through.objects.filter(
-            cloudconnection__cloud_id=cloud_id,
-            project__memberships__user=user,
-            project__memberships__role__in=roles_at_least(Role.SUBMITTER),
-        ).select_related("cloudconnection", "project")
-        if slug:
-            grants = grants.filter(project__slug=slug)
-        found = list(grants[:2])
-        if len(found) == 1:
-            return found[0].cloudconnection, found[0].project
+        grants = grants.filter(
+            project__memberships__user=user, project__memberships__role__in=roles_at_least(Role.SUBMITTER)
+        )
+    if slug:
+        grants = grants.filter(project__slug=slug)
+    found = list(grants.select_related("cloudconnection", "project")[:2])
+    if len(found) == 1:
+        return found[0].cloudconnection, found[0].project
     connection = connection_for_user(user=user, cloud_id=cloud_id)
     return connection, project_for_submission(user=user, connection=connection, slug=slug)
 

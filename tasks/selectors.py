@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from functools import cache
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -16,7 +17,7 @@ from cloudpivot.accounts.quotas import Footprint, task_footprint
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import NotFound, PermissionDenied
 from tasks import list_json
-from tasks.choices import HOLDS_QUOTA, CleanupState
+from tasks.choices import HOLDS_QUOTA, CleanupState, TaskState
 from tasks.models import Attempt, Task
 
 
@@ -121,6 +122,27 @@ def task_queue_position(*, task: Task) -> int | None:
         models.Q(created_at__lt=task.created_at) | models.Q(created_at=task.created_at, id__lt=task.id)
     )
     return ahead.count() + 1
+
+
+def queue_ahead_sql() -> str:
+    """What `task_queue_position` counts, as an SQL expression over a task row being inserted (the `also_return`
+    of cloudpivot.rows.objects_insert): the PENDING tasks of its connection ahead of it. A submit learns its place
+    from its own INSERT, not from a COUNT after its commit: no statement more, no query compiled per submit."""
+    return _queue_ahead_sql(connection.vendor)
+
+
+@cache
+def _queue_ahead_sql(vendor: str) -> str:
+    quote, meta = connection.ops.quote_name, Task._meta
+    table = quote(meta.db_table)
+    conn, state, created, pk = (
+        quote(meta.get_field(name).column) for name in ("connection", "state", "created_at", "id")
+    )
+    return (
+        f"(SELECT COUNT(*) FROM {table} AS ahead WHERE ahead.{conn} = {table}.{conn} "  # noqa: S608 - names only
+        f"AND ahead.{state} = '{TaskState.PENDING.value}' AND (ahead.{created} < {table}.{created} "
+        f"OR (ahead.{created} = {table}.{created} AND ahead.{pk} < {table}.{pk})))"
+    )
 
 
 def task_quota_usage(*, project_id: int, connection_id: int | None) -> Footprint:

@@ -57,14 +57,31 @@ class AuditMiddleware:
 # middleware, seeing it done, does not hop to a thread again for it. For hot write paths (the submit): under
 # ASGI a `sync_to_async` hop costs more than the INSERT. The entry is the one the middleware writes. A comment,
 # not a docstring: drf-spectacular would publish it as the description of every operation of the views using it.
+# A view may write its entry itself, in the transaction of the change it records (`audit_entry_ahead`, then
+# `audit_written`): one commit less than an entry written after the answer, and no change without its entry.
 class AuditedInView:
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
         django_request = request._request
-        if _audited(django_request):
+        if not getattr(django_request, "audit_recorded", False) and _audited(django_request):
             _record(django_request, response)
         django_request.audit_recorded = True
         return response
+
+
+def audit_entry_ahead(request: HttpRequest, *, status_code: int) -> AuditEntry | None:
+    """The entry an answer with `status_code` to `request` gets, unsaved, for a view that writes it in its own
+    transaction (None: the request is not audited). The view sets `object_ref` when it knows the object, and calls
+    `audit_written` once the transaction has committed, so that neither it nor the middleware write another."""
+    if not _audited(request):
+        return None
+    match = request.resolver_match
+    object_ref = ",".join(str(value) for value in match.kwargs.values()) if match else ""
+    return audit_entry(request, status_code=status_code, object_ref=object_ref)
+
+
+def audit_written(request: HttpRequest) -> None:
+    request.audit_recorded = True
 
 
 def _audited(request: HttpRequest) -> bool:
@@ -95,15 +112,22 @@ def _authenticated(request: HttpRequest) -> bool:
 
 
 def audit_record(request: HttpRequest, response: HttpResponse) -> AuditEntry:
-    user = getattr(request, "user", None)
-    authenticated = bool(user and user.is_authenticated)
     match = request.resolver_match
     object_ref = ",".join(str(value) for value in match.kwargs.values()) if match else ""
     data = getattr(response, "data", None)
     if not object_ref and isinstance(data, dict) and isinstance(data.get("id"), str | int):
         object_ref = str(data["id"])
-    status = response.status_code
-    return AuditEntry.objects.create(
+    entry = audit_entry(request, status_code=response.status_code, object_ref=object_ref)
+    entry.save(force_insert=True)
+    return entry
+
+
+def audit_entry(request: HttpRequest, *, status_code: int, object_ref: str) -> AuditEntry:
+    """The entry for `request` answered with `status_code`, not saved."""
+    user = getattr(request, "user", None)
+    authenticated = bool(user and user.is_authenticated)
+    match = request.resolver_match
+    return AuditEntry(
         actor=user if authenticated else None,
         actor_name=user.get_username() if authenticated else "",
         via="api" if request.path.startswith("/api/") else "admin" if request.path.startswith("/admin/") else "page",
@@ -111,8 +135,8 @@ def audit_record(request: HttpRequest, response: HttpResponse) -> AuditEntry:
         method=request.method,
         path=request.path[:500],
         object_ref=object_ref[:200],
-        status_code=status,
-        outcome="ok" if status < 400 else "error" if status >= 500 else "refused",
+        status_code=status_code,
+        outcome="ok" if status_code < 400 else "error" if status_code >= 500 else "refused",
         remote_addr=request.META.get("REMOTE_ADDR") or None,
         details={"admin_action": request.POST.get("action")}
         if request.path.startswith("/admin/") and request.POST.get("action")

@@ -14,7 +14,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from cloudpivot.accounts.audit import AuditedInView
+from cloudpivot.accounts.audit import AuditedInView, audit_entry_ahead, audit_written
 from cloudpivot.api import idempotency_key
 from cloudpivot.exceptions import RequestTooLarge
 from cloudpivot.pagination import NewestFirst
@@ -158,9 +158,14 @@ class TaskViewSet(AuditedInView, viewsets.ReadOnlyModelViewSet):
             )
         if dry_run(request):
             return Response(task_fit(user=request.user, document=request.data).as_dict())
+        # The audit entry of a 201 goes into the task's own transaction (one commit less); a replay (200) or a
+        # refusal is recorded after the answer, as any other (AuditedInView).
+        audit = audit_entry_ahead(request._request, status_code=status.HTTP_201_CREATED)
         task, created = services.task_submit(
-            user=request.user, document=request.data, idempotency_key=idempotency_key(request)
+            user=request.user, document=request.data, idempotency_key=idempotency_key(request), audit=audit
         )
+        if created and audit is not None:
+            audit_written(request._request)
         return Response(
             task_representation(task, request),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,

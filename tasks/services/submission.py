@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 
 from cloudpivot import realtime
 from cloudpivot.accounts import quotas
-from cloudpivot.accounts.models import Project
+from cloudpivot.accounts.models import AuditEntry, Project
 from cloudpivot.accounts.project_secrets import secret_references_check
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from cloudpivot.rows import objects_insert
@@ -19,19 +19,25 @@ from clusters.selectors import submission_target
 from clusters.task_checks import task_spec_check
 from tasks import dispatch
 from tasks.models import Task, TaskEvent
+from tasks.selectors import queue_ahead_sql
 from tasks.services.runner_reports import task_events_bulk_created
 from tasks.specs import spec_normalize
 
 
-def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str = "") -> tuple[Task, bool]:
+def task_submit(
+    *, user: AbstractBaseUser, document: Any, idempotency_key: str = "", audit: AuditEntry | None = None
+) -> tuple[Task, bool]:
     """Create a PENDING task and ask for prompt admission. Returns (task, created).
 
     The hot path of the REST API, kept to reads that check the request and one short write transaction
-    (three INSERTs: the task with last_event_seq=1, its `submitted` event and that event's feed copy), so
-    that on SQLite the one write lock is held as briefly as it can be.
+    (the task with last_event_seq=1, its `submitted` event, that event's feed copy and the request's `audit`
+    entry, if given, with the task's id as its object), so that on SQLite the one write lock is held as
+    briefly as it can be and a submit commits once. The INSERT of the task also counts the PENDING tasks
+    ahead of it: the task comes back with `queue_position_value` (its answer's `queue_position`).
 
     The same Idempotency-Key with the same document returns the first task; with another
-    document it is a Conflict. The key's scope is the user, whichever token they use.
+    document it is a Conflict. The key's scope is the user, whichever token they use (`audit` is then not
+    written: the caller records the replay as any other answer).
     """
     digest = canonical_sha256(document) if isinstance(document, dict) else ""
     if idempotency_key:
@@ -65,9 +71,12 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
         with transaction.atomic():  # one write transaction: the task, born with its first event
             # Prepared rows (cloudpivot/rows.py), not Model.save(): the ORM's compilation of the two INSERTs
             # was a fifth of a submit's CPU. The event's feed copy follows the bulk signal, in this transaction.
-            objects_insert(Task, [task])
+            (ahead,) = objects_insert(Task, [task], also_return=queue_ahead_sql())
             objects_insert(TaskEvent, [event])
             task_events_bulk_created.send(sender=TaskEvent, events=[event])
+            if audit is not None:
+                audit.object_ref = str(task.pk)
+                objects_insert(AuditEntry, [audit])
             realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=1)
             transaction.on_commit(
                 partial(dispatch.wake_for_submitted, backend=connection.backend, connection_id=connection.pk)
@@ -77,6 +86,7 @@ def task_submit(*, user: AbstractBaseUser, document: Any, idempotency_key: str =
         if existing is None:
             raise
         return existing, False
+    task.queue_position_value = ahead + 1
     return task, True
 
 

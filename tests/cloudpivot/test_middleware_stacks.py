@@ -106,9 +106,9 @@ def test_the_runner_api_runs_without_cookies_or_audit(world):
 def test_submit_get_and_list_make_few_queries(api, world):
     client = api("bob")
     client.post("/api/v1/tasks", hello_spec(), format="json")  # the token's last_used_at is written once a minute
-    # token, the connection and the project bob submits through (one query), quotas; INSERT task, INSERT
-    # event, INSERT its feed copy (in the test's transaction: no BEGIN/COMMIT, no commit hooks); queue
-    # position; audit
+    # token, the connection and the project bob submits through (one query), quotas; INSERT task (with its queue
+    # position), INSERT event, INSERT its feed copy, INSERT the audit entry (in the test's transaction: no
+    # BEGIN/COMMIT, no commit hooks)
     with CaptureQueriesContext(connection) as submit:
         task = client.post("/api/v1/tasks", hello_spec(), format="json").json()
     with CaptureQueriesContext(connection) as get:
