@@ -260,7 +260,7 @@ def test_kubevirt_create_killed_before_the_vm_is_recorded_is_resumed_and_adopts_
 
 
 # ------------------------------------------------------------------------------ development OpenStack
-@pytest.mark.parametrize("point", ["start.created", "cleanup.removed"])
+@pytest.mark.parametrize("point", ["admission.committed", "start.created", "start.recorded", "cleanup.removed"])
 def test_openstack_task_after_a_crash_has_one_server_runs_once_and_succeeds(point, os_live, vms, workers, tmp_path):
     """start.created matters most here: Nova does not keep names unique, so only adoption by the attempt's
     tags keeps a second server from being made. The VM's part (cloud-init, the Runner) is played on this
