@@ -1,4 +1,6 @@
-"""Emails for people who asked (EmailPreference): a task of theirs ended, an operation they asked failed.
+"""Emails for people who asked (EmailPreference): a task of theirs ended, an operation they asked failed; and,
+unasked, to a project's admins when its monthly budget reaches 80 % and 100 % (usage/budgets.py writes those
+entries once a month each; like a paused webhook, that is the admins' business, at most two mails a month).
 
 Read from the feed after the sequencer, in position order, from a cursor of their own (MailCursor): a mail
 is sent, then the cursor moves past its entry, so a worker that dies in between sends that one mail twice,
@@ -14,6 +16,7 @@ from smtplib import SMTPException
 from django.conf import settings
 from django.core.mail import send_mail
 
+from cloudpivot.accounts.models import Membership, Role
 from notifications.models import EmailPreference, FeedEvent, FeedSequence, MailCursor, TaskEndMail
 from resources.models import Operation
 from tasks.choices import TERMINAL
@@ -21,6 +24,7 @@ from tasks.models import Task
 
 logger = logging.getLogger(__name__)
 BATCH = 500
+BUDGET_TYPES = ["project.budget_warning", "project.budget_exhausted"]
 
 
 def mails_send() -> int:
@@ -35,11 +39,12 @@ def mails_send() -> int:
         MailCursor.objects.bulk_create([MailCursor(pk=1, last_position=top)], ignore_conflicts=True)
         return 0
     sent, end = 0, top
-    if EmailPreference.objects.exclude(task_end=TaskEndMail.NONE, operation_failed=False).exists():
+    if top > start:
+        types = list(BUDGET_TYPES)  # always: their mails go to admins, asked or not
+        if EmailPreference.objects.exclude(task_end=TaskEndMail.NONE, operation_failed=False).exists():
+            types += ["task.state", "operation.state"]
         entries = list(
-            FeedEvent.objects.filter(
-                position__gt=start, position__lte=top, type__in=["task.state", "operation.state"]
-            ).order_by("position")[:BATCH]
+            FeedEvent.objects.filter(position__gt=start, position__lte=top, type__in=types).order_by("position")[:BATCH]
         )
         for entry in entries:
             sent += mail_for(entry)
@@ -50,6 +55,8 @@ def mails_send() -> int:
 
 
 def mail_for(entry: FeedEvent) -> int:
+    if entry.type in BUDGET_TYPES:
+        return budget_mail(entry)
     if entry.type == "task.state" and entry.data.get("to") in TERMINAL:
         task = Task.objects.select_related("owner", "project").filter(pk=entry.task_id).first()
         if task is None:
@@ -72,6 +79,36 @@ def mail_for(entry: FeedEvent) -> int:
         body = f"The {operation.action} you asked for failed: {operation.error_message}\n\noperation {operation.pk}\n"
         return send(operation.requested_by, subject, body)
     return 0
+
+
+def budget_mail(entry: FeedEvent) -> int:
+    """One mail to each active admin of the project with an address: where the month stands and what it holds."""
+    data, slug = entry.data, entry.project.slug
+    exhausted = entry.type == "project.budget_exhausted"
+    words = "exhausted" if exhausted else "warning"
+    subject = f"[CloudPivot] budget {words}: project {slug} at {data['percent']} % for {data['month']}"
+    if exhausted and data["hard_stop"]:
+        subject += ", new tasks held"
+    if exhausted and data["hard_stop"]:
+        holds = (
+            "New tasks are held: they wait PENDING until the budget is raised or the month is over. "
+            "Running tasks go on."
+        )
+    elif exhausted:
+        holds = "Nothing is held (the budget has no hard stop): new tasks still start."
+    elif data["hard_stop"]:
+        holds = "At 100 % new tasks will be held (hard stop) until the budget is raised or the month is over."
+    else:
+        holds = "Nothing will be held at 100 % (the budget has no hard stop)."
+    body = (
+        f"Project {slug} has used {data['used_core_hours']} of its {data['budget_core_hours']} core-hour budget "
+        f"for {data['month']} ({data['percent']} %).\n{holds}\n\n"
+        f"Usage and budget: {site_url()}/projects/{slug}/usage/?month={data['month']}\n"
+        "Platform admins set budgets in the admin (Project budgets). "
+        f"You get this mail as an admin of project {slug}.\n"
+    )
+    admins = Membership.objects.filter(project_id=entry.project_id, role=Role.ADMIN, user__is_active=True)
+    return sum(send(m.user, subject, body) for m in admins.select_related("user").order_by("user_id"))
 
 
 def preference(user) -> EmailPreference:

@@ -2,7 +2,8 @@
 
 A sweep (every minute, and at once when an admin saves a budget) reads each budgeted project's month so far.
 At 80 % and at 100 % it writes one feed entry per month (`project.budget_warning`, `project.budget_exhausted`),
-which webhooks push like any other event. With `hard_stop`, a project at 100 % gets a `held_reason`; the
+which webhooks push like any other event and the notifications pump mails to the project's admins
+(notifications/mail.py). With `hard_stop`, a project at 100 % gets a `held_reason`; the
 admission pass reads that reason (budget_holds) and leaves the project's PENDING tasks waiting with it. Tasks
 already running go on. The sweep clears the hold when the budget is raised or the month turns over.
 """
