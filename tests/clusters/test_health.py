@@ -14,21 +14,9 @@ from clusters.health import connections_check, without_secrets
 from clusters.jobs import check_health
 from clusters.models import CloudConnection
 from tests import helpers
-from tests.plugins.kube import TOKEN
+from tests.plugins.kube import TOKEN, kube_connection_to
 
 pytestmark = pytest.mark.django_db
-
-
-def kube_at(endpoint: str, token_file, world, cloud_id: str) -> CloudConnection:
-    connection = CloudConnection.objects.create(
-        cloud_id=cloud_id,
-        backend="kubernetes",
-        endpoint=endpoint,
-        scope="tasks",
-        credentials_ref=f"token-file:{token_file}",
-    )
-    connection.projects.add(world.alpha)
-    return connection
 
 
 def stored(connection: CloudConnection) -> CloudConnection:
@@ -48,7 +36,7 @@ def test_a_kubernetes_cluster_that_answers_is_ok_with_what_was_checked(kube, kub
 
 def test_a_closed_port_is_failing_in_words(world, token_file):
     endpoint = f"http://127.0.0.1:{helpers.free_port()}"
-    closed = kube_at(endpoint, token_file, world, "k3s-closed")
+    closed = kube_connection_to(endpoint, token_file, world.alpha, cloud_id="k3s-closed")
     assert not connections_check([closed])["k3s-closed"].ok
     row = stored(closed)
     assert row.health_status == "failing" and row.health_checked_at is not None
@@ -86,7 +74,9 @@ def test_a_cloud_that_hangs_is_failing_at_the_deadline_and_does_not_hold_the_oth
     with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
-        hung = kube_at(f"http://127.0.0.1:{silent.getsockname()[1]}", token_file, world, "k3s-hung")
+        hung = kube_connection_to(
+            f"http://127.0.0.1:{silent.getsockname()[1]}", token_file, world.alpha, cloud_id="k3s-hung"
+        )
         started = time.monotonic()
         reports = connections_check([hung, world.local, kube_connection], timeout=2)
         elapsed = time.monotonic() - started
@@ -97,7 +87,9 @@ def test_a_cloud_that_hangs_is_failing_at_the_deadline_and_does_not_hold_the_oth
 
 
 def test_the_scheduled_job_checks_every_connection(world, token_file):
-    closed = kube_at(f"http://127.0.0.1:{helpers.free_port()}", token_file, world, "k3s-closed")
+    closed = kube_connection_to(
+        f"http://127.0.0.1:{helpers.free_port()}", token_file, world.alpha, cloud_id="k3s-closed"
+    )
     entry = next(e for e in SCHEDULES if e["func"] == "clusters.jobs.check_health")
     assert entry["schedule_type"] == "I" and entry["minutes"] <= 10
     assert check_health() == "checked 2, failing: k3s-closed"
@@ -112,7 +104,9 @@ def test_secrets_are_cut_out_of_the_words_and_long_words_are_cut_short():
 
 
 def test_the_admin_action_tests_the_chosen_connections_and_says_what_it_found(world, token_file):
-    closed = kube_at(f"http://127.0.0.1:{helpers.free_port()}", token_file, world, "k3s-closed")
+    closed = kube_connection_to(
+        f"http://127.0.0.1:{helpers.free_port()}", token_file, world.alpha, cloud_id="k3s-closed"
+    )
     client = Client()
     client.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw-root"))
     response = client.post(

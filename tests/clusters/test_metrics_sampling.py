@@ -17,11 +17,12 @@ from django.utils import timezone
 from cloudpivot.accounts.models import Quota
 from clusters.backends.local_metrics import meminfo_bytes
 from clusters.metrics.sampling import sample_all
-from clusters.models import CloudConnection, MetricSample
+from clusters.models import MetricSample
 from tasks.models import Task
 from tests import helpers
 from tests.builders import admit, running, submit
 from tests.clusters.kube_api import NODES
+from tests.plugins.kube import kube_connection_to
 
 
 def latest(metric: str, *, kind: str = "connection", key: str = "local", connection=None) -> float:
@@ -120,13 +121,8 @@ def test_a_failing_or_hung_cloud_does_not_stop_the_others(world, settings, token
     hung.listen(8)  # accepts connections (the kernel does) but never answers
     try:
         for cloud_id, port in (("refusing", refused_port), ("hung", hung.getsockname()[1])):
-            CloudConnection.objects.create(
-                cloud_id=cloud_id,
-                backend="kubernetes",
-                endpoint=f"http://127.0.0.1:{port}",
-                scope="tasks",
-                credentials_ref=f"token-file:{token_file}",
-                options={"request_timeout_seconds": 30},
+            kube_connection_to(
+                f"http://127.0.0.1:{port}", token_file, cloud_id=cloud_id, options={"request_timeout_seconds": 30}
             )
         started = time.monotonic()
         result = sample_all()

@@ -1,8 +1,10 @@
 """The Kubernetes side: a realistic kmock API server on loopback (tests/clusters/kube_fixture.py), a token
-file for it, a connection to it, and Job manifests as CloudPivot labels them."""
+file for it, connections to it (`kube_connection`, the lab one; `kube_connection_to` builds any other), and Job
+manifests as CloudPivot labels them."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ from clusters.models import CloudConnection
 from tests.clusters.kube_cluster import KubeCluster
 
 TOKEN = "test-token-7f3a"  # the bearer token the loopback API server expects from CloudPivot
+# The options of a connection that runs tasks in a test: a minute's grace for an image pull, logs read every pass.
+TASK_OPTIONS = {"image_pull_grace_seconds": 60, "log_interval_seconds": 0}
 
 
 @pytest.fixture
@@ -32,20 +36,35 @@ def token_file(tmp_path) -> Path:
     return path
 
 
+def kube_connection_to(
+    endpoint: str,
+    token_file: Path,
+    *projects,
+    cloud_id: str = "k3s-lab",
+    scope: str = "tasks",
+    options: dict | None = None,
+    **fields,
+) -> CloudConnection:
+    """A Kubernetes connection `cloud_id` to the API server at `endpoint`, with the bearer token in `token_file`,
+    granted to `projects`; `fields` are its other columns (name …). The options are copied: a test that changes
+    its connection's options changes no other's."""
+    connection = CloudConnection.objects.create(
+        cloud_id=cloud_id,
+        backend="kubernetes",
+        endpoint=endpoint,
+        scope=scope,
+        credentials_ref=f"token-file:{token_file}",
+        options=copy.deepcopy(options or {}),
+        **fields,
+    )
+    connection.projects.add(*projects)
+    return connection
+
+
 @pytest.fixture
 def kube_connection(db, kube, token_file, world):
     """A `k3s-lab` connection to the loopback server, namespace `tasks`, granted to project alpha only."""
-    connection = CloudConnection.objects.create(
-        cloud_id="k3s-lab",
-        name="Lab cluster",
-        backend="kubernetes",
-        endpoint=kube.url,
-        scope="tasks",
-        credentials_ref=f"token-file:{token_file}",
-        options={"image_pull_grace_seconds": 60, "log_interval_seconds": 0},
-    )
-    connection.projects.add(world.alpha)
-    return connection
+    return kube_connection_to(kube.url, token_file, world.alpha, name="Lab cluster", options=TASK_OPTIONS)
 
 
 def job(name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict:

@@ -11,27 +11,20 @@ import time
 import pytest
 from django.db import connections
 
-from clusters.models import CloudConnection
 from resources import jobs
 from resources.models import Instance, Operation
 from tests.helpers import wait_for
+from tests.plugins.kube import kube_connection_to
 
 NS = "tasks"
 SETTLE = 0.6  # long enough for a dozen polls at INSTANCE_POLL_SECONDS: the operation had every chance to end
 
 
 def make_connection(kube, token_file, world, cloud_id="kv-lab", **options):
-    connection = CloudConnection.objects.create(
-        cloud_id=cloud_id,
-        backend="kubernetes",
-        endpoint=kube.url,
-        scope=NS,
-        credentials_ref=f"token-file:{token_file}",
-        options={"vm_flavors": {"small": {"vcpus": 1, "memory_mb": 1024}, "big": {"vcpus": 2, "memory_mb": 4096}}}
-        | options,
+    flavors = {"small": {"vcpus": 1, "memory_mb": 1024}, "big": {"vcpus": 2, "memory_mb": 4096}}
+    return kube_connection_to(
+        kube.url, token_file, world.alpha, cloud_id=cloud_id, scope=NS, options={"vm_flavors": flavors} | options
     )
-    connection.projects.add(world.alpha)
-    return connection
 
 
 @pytest.fixture

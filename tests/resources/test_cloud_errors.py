@@ -11,21 +11,15 @@ import socket
 
 import pytest
 
-from clusters.models import CloudConnection
 from resources.choices import InstanceStatus
 from resources.models import Instance, Operation
+from tests.plugins.kube import kube_connection_to
 
 
 def running_instance(world, endpoint: str, token_file) -> Instance:  # noqa: F811
-    connection = CloudConnection.objects.create(
-        cloud_id="kv-lab",
-        backend="kubernetes",
-        endpoint=endpoint,
-        scope="tasks",
-        credentials_ref=f"token-file:{token_file}",
-        options={"vm_root_disk": {"size_gb": 5}},
+    connection = kube_connection_to(
+        endpoint, token_file, world.alpha, cloud_id="kv-lab", options={"vm_root_disk": {"size_gb": 5}}
     )
-    connection.projects.add(world.alpha)
     return Instance.objects.create(
         name="vm1",
         project=world.alpha,

@@ -14,6 +14,7 @@ from clusters.models import CloudConnection
 from resources.backends import get_instance_backend
 from resources.models import Instance, Operation, Snapshot
 from tests import helpers
+from tests.plugins.kube import kube_connection_to
 from tests.resources.kubevirt_world import make_connection
 
 pytestmark = pytest.mark.e2e
@@ -215,14 +216,7 @@ def test_a_kubevirt_cloud_offers_its_sizes_and_takes_a_container_disk_reference(
 
 
 def test_a_cluster_without_kubevirt_is_not_offered(world, kube, token_file):
-    connection = CloudConnection.objects.create(
-        cloud_id="kube-plain",
-        backend="kubernetes",
-        endpoint=kube.url,
-        scope="tasks",
-        credentials_ref=f"token-file:{token_file}",
-    )
-    connection.projects.add(world.alpha)
+    kube_connection_to(kube.url, token_file, world.alpha, cloud_id="kube-plain")
     html = page_client(world.bob).get("/instances/new/").content.decode()
     assert "kube-plain" not in html and 'id="launch-none"' in html
 

@@ -22,7 +22,7 @@ from django.db import connection
 from clusters.models import CloudConnection
 from tests import helpers
 from tests.clusters.kube_cluster import KubeCluster
-from tests.plugins.kube import TOKEN
+from tests.plugins.kube import TASK_OPTIONS, TOKEN, kube_connection_to
 from tests.soak import soak
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -42,24 +42,14 @@ def clusters():
         cluster.close()
 
 
-def connect(world, clusters, openstack_cloud, tmp_path) -> list:
+def connect(world, clusters, openstack_cloud, token_file, tmp_path) -> list:
     """The four connections beside the world's `local`: a second local one, two Kubernetes, the OpenStack."""
-    token = tmp_path / "token"
-    token.write_text(TOKEN + "\n")
-    token.chmod(0o600)
     made = [
         CloudConnection.objects.create(
             cloud_id="local-b", backend="local", options={"runs_dir": str(tmp_path / "runs-b")}
         ),
         *(
-            CloudConnection.objects.create(
-                cloud_id=cloud_id,
-                backend="kubernetes",
-                endpoint=cluster.url,
-                scope="tasks",
-                credentials_ref=f"token-file:{token}",
-                options={"image_pull_grace_seconds": 60, "log_interval_seconds": 0},
-            )
+            kube_connection_to(cluster.url, token_file, cloud_id=cloud_id, options=TASK_OPTIONS)
             for cloud_id, cluster in clusters.items()
         ),
         CloudConnection.objects.create(
@@ -81,13 +71,15 @@ def connect(world, clusters, openstack_cloud, tmp_path) -> list:
 
 
 @pytest.mark.timeout(int(size("SOAK_TIMEOUT", 600)))
-def test_soak_with_a_rolling_restart_loses_and_duplicates_nothing(world, clusters, openstack_cloud, tmp_path):
+def test_soak_with_a_rolling_restart_loses_and_duplicates_nothing(
+    world, clusters, openstack_cloud, token_file, tmp_path
+):
     from tests.plugins.openstack import INSTALLATION
     from tests.plugins.servers import kill_leftover_runners
 
     scale_out = connection.vendor == "postgresql" and bool(settings.REDIS_URL)
     call_command("sync_schedules", verbosity=0)
-    runs_dirs = connect(world, clusters, openstack_cloud, tmp_path)
+    runs_dirs = connect(world, clusters, openstack_cloud, token_file, tmp_path)
     count = int(size("SOAK_TASKS", 40))
     markers = tmp_path / "markers"
     markers.mkdir()

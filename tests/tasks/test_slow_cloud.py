@@ -26,7 +26,7 @@ from tasks.services.submission import task_submit
 from tests import helpers
 from tests.clusters.kube_cluster import KubeCluster
 from tests.clusters.slow_proxy import SlowProxy
-from tests.plugins.kube import TOKEN
+from tests.plugins.kube import TASK_OPTIONS, TOKEN, kube_connection_to
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,16 +40,9 @@ def slow_cloud(world, token_file):
     cluster = KubeCluster()
     cluster.configure(token=TOKEN)
     proxy = SlowProxy(cluster.url, SLOW)
-    connection = CloudConnection.objects.create(
-        cloud_id="k3s-slow",
-        name="Slow cluster",
-        backend="kubernetes",
-        endpoint=proxy.url,
-        scope="tasks",
-        credentials_ref=f"token-file:{token_file}",
-        options={"image_pull_grace_seconds": 60, "log_interval_seconds": 0},
+    connection = kube_connection_to(
+        proxy.url, token_file, world.alpha, cloud_id="k3s-slow", name="Slow cluster", options=TASK_OPTIONS
     )
-    connection.projects.add(world.alpha)
     yield SimpleNamespace(cluster=cluster, proxy=proxy, connection=connection)
     proxy.delay = 0
     proxy.close()
