@@ -19,7 +19,7 @@ from clusters.selectors import submission_target
 from clusters.task_checks import task_spec_check
 from tasks import dispatch
 from tasks.models import Task, TaskEvent
-from tasks.services.runner_reports import task_events_bulk_created
+from tasks.services.lifecycle import task_events_bulk_created
 from tasks.specs import spec_normalize
 
 
