@@ -144,6 +144,7 @@ def test_the_handout_of_many_tasks_takes_as_many_statements_as_that_of_one(agent
     statements_of_a_handout(agent, world, 1)  # then both syncs measured name an attempt the agent runs
     one, handed_one = statements_of_a_handout(agent, world, 1)
     many, handed_many = statements_of_a_handout(agent, world, 20)
+    print(f"\nstatements of the sync that admits and hands out 1 task: {one}, 20 tasks: {many}")
     assert (handed_one, handed_many) == (1, 20)
     assert Task.objects.count() == 22
     assert many == one, f"1 task: {one} statements, 20 tasks: {many}"
