@@ -26,7 +26,7 @@ from notifications.models import FeedEvent
 from resources.models import Instance, Operation
 from resources.services.readiness import instance_readiness_changed, readiness_words
 from tasks.models import TaskEvent
-from tasks.services.runner_reports import task_events_bulk_created
+from tasks.services.lifecycle import task_events_bulk_created
 
 # How far back the scan looks for Operations that changed; the pump job runs every minute.
 OPERATION_LOOKBACK = dt.timedelta(hours=1)
@@ -52,12 +52,15 @@ def task_events_saved(sender: Any, events: list[TaskEvent], **kwargs: Any) -> No
 
 def task_event_entry(event: TaskEvent) -> FeedEvent:
     task = event.task
+    # A state event says the state it led to: the task may have moved on since in the same batch (PENDING →
+    # SUBMITTING → STARTING written together by lifecycle.Transitions).
+    state = (event.data or {}).get("to", task.state) if event.type == "state" else task.state
     return FeedEvent(
         type=f"task.{event.type}",
         project_id=task.project_id,
         task_id=task.pk,
         message=event.message,
-        data={"task_seq": event.seq, "task_state": task.state, **dict(event.data or {})},
+        data={"task_seq": event.seq, "task_state": state, **dict(event.data or {})},
         occurred_at=event.created_at,
         source=f"task-event:{event.pk}",
     )

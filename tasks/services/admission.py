@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -10,15 +12,16 @@ from django.db.models import Exists, OuterRef
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
 from cloudpivot.crash_points import crash_point
+from cloudpivot.rows import objects_insert
 from clusters.backends.local import LOCAL, agent_pid, connection_runs_dir
 from clusters.models import CloudConnection
 from tasks import dispatch
 from tasks.choices import HOLDS_QUOTA, TaskState
-from tasks.models import Task
+from tasks.models import Attempt, Task
 from tasks.selectors import task_quota_usage
-from tasks.services.attempts import attempt_create
+from tasks.services.attempts import MAX_ATTEMPTS, attempt_create, attempt_intent, attempts_announce
 from tasks.services.faults import isolated
-from tasks.services.lifecycle import event_append, task_lock
+from tasks.services.lifecycle import Transitions, event_append, task_lock
 
 logger = logging.getLogger(__name__)
 # How many of each project's oldest PENDING tasks one pass looks at; the rest move up in later passes.
@@ -69,7 +72,28 @@ def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> 
     return sorted(heads, key=lambda task: (task.created_at, task.id))
 
 
-def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, announce: bool = True) -> int:
+@dataclass
+class HandOut:
+    """What a host agent's sync asks of admission (runner_sync): hand the attempts it admits out in the same writes.
+
+    `prepare(task, attempt, transitions)` records the hand-out on the new attempt (not inserted yet) and adds the
+    task's next move to `transitions`; at most `limit` attempts in all. `handed`: the attempts admitted and handed
+    out, once written (a bulk write that failed and was done again one task at a time hands out none: the sync's
+    hand-out of SUBMITTING attempts takes them).
+    """
+
+    prepare: Callable[[Task, Attempt, Transitions], None]
+    limit: int
+    handed: list[Attempt] = field(default_factory=list)
+
+
+class _BulkWriteFailed(Exception):
+    pass
+
+
+def connection_admit(
+    *, connection_id: int, limit: int = PER_PROJECT_LIMIT, announce: bool = True, hand_out: HandOut | None = None
+) -> int:
     """Admit PENDING tasks of one connection in submission order while they fit; return how many.
 
     1. Lock the connection row, then the projects' rows (in id order): admissions of one
@@ -77,11 +101,23 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
        workers can both take the last free slot of a quota. FOR NO KEY UPDATE: it excludes another
        admission as FOR UPDATE would, but not the foreign-key check (FOR KEY SHARE) at the COMMIT
        of a transaction that holds a task row admission waits for (a cancel inserting its
-       feed entry): with FOR UPDATE the two deadlocked.
+       feed entry): with FOR UPDATE the two deadlocked. Then the queue heads (in id order), read again
+       under the lock: one a cancel took meanwhile is not admitted.
     2. Walk the queue heads oldest first. A task that does not fit waits with the reason, and
-       so does every later task of its project (first in, first admitted). A task whose
-       admission fails (a bad row) is skipped with an `error` event; the others go on.
+       so does every later task of its project (first in, first admitted).
+    3. Write what was admitted in a few statements whatever the number (issue 11: SQLite's one writer):
+       one INSERT of the attempts, one UPDATE of the tasks, one INSERT of their events and one of the feed
+       copies (lifecycle.Transitions). Should that write fail (a bad row), the pass is done again one task at
+       a time, each in its own savepoint: the bad one is skipped with an `error` event, the others go on.
     """
+    try:
+        return _admission_pass(connection_id, limit, _Bulk(announce, hand_out))
+    except _BulkWriteFailed:
+        logger.exception("admitting on connection %s in one write failed; admitting one task at a time", connection_id)
+        return _admission_pass(connection_id, limit, None, announce)
+
+
+def _admission_pass(connection_id: int, limit: int, bulk: _Bulk | None, announce: bool = True) -> int:
     admitted_any: list[int] = []
     with transaction.atomic():
         # First of the callbacks after commit: the crash point sits before any doorbell or handout answer.
@@ -94,9 +130,10 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
             return 0
         project_ids = sorted({task.project_id for task in pending})
         list(Project.objects.select_for_update(no_key=True).filter(pk__in=project_ids).order_by("pk"))
+        pending = _still_pending(pending)
         active = Task.objects.filter(connection=connection, state__in=HOLDS_QUOTA).count()
         ledger = {pid: _QuotaLedger(pid, connection.pk) for pid in project_ids}
-        admitted, blocked = 0, quotas.admission_holds(project_ids)
+        blocked = quotas.admission_holds(project_ids)
         for task in pending:
             footprint = quotas.task_footprint(task.normalized)
             reason = blocked.get(task.project_id)
@@ -107,12 +144,68 @@ def connection_admit(*, connection_id: int, limit: int = PER_PROJECT_LIMIT, anno
                 blocked[task.project_id] = reason
                 task_set_waiting_reason(task=task, reason=reason)
                 continue
-            if isolated("admission", lambda task=task: _admit_one(task.pk, announce), task_ids=[task.pk]):
+            if (bulk is not None and bulk.take(task)) or isolated(
+                "admission", lambda task=task: _admit_one(task.pk, announce), task_ids=[task.pk]
+            ):
                 ledger[task.project_id].take(footprint)
                 active += 1
-                admitted += 1
                 admitted_any.append(task.pk)
-        return admitted
+        if bulk is not None:
+            try:
+                bulk.write()
+            except Exception as exc:  # rolls the pass back (on PostgreSQL the transaction is spoilt): done again
+                raise _BulkWriteFailed from exc
+        return len(admitted_any)
+
+
+# What another writer may change on a PENDING task while admission holds its connection (a cancel, a waiting
+# reason, an error event): read again under the row lock, as lifecycle.Transitions needs them.
+_LOCKED_COLUMNS = ("state", "state_reason", "state_changed_at", "last_event_seq", "attempts_count", "finished_at")
+
+
+def _still_pending(heads: list[Task]) -> list[Task]:
+    """The queue heads locked (in id order, as every writer takes task rows) and read again: those still PENDING."""
+    locked = Task.objects.select_for_update().filter(pk__in=[task.pk for task in heads]).order_by("pk")
+    now = {row[0]: row[1:] for row in locked.values_list("pk", *_LOCKED_COLUMNS)}
+    still = []
+    for task in heads:
+        if task.pk in now:
+            for name, value in zip(_LOCKED_COLUMNS, now[task.pk], strict=True):
+                setattr(task, name, value)
+            if task.state == TaskState.PENDING:
+                still.append(task)
+    return still
+
+
+class _Bulk:
+    """One admission pass's attempts and transitions in memory, written together (and handed out, for an agent)."""
+
+    def __init__(self, announce: bool, hand_out: HandOut | None) -> None:
+        self.announce = announce
+        self.hand_out = hand_out
+        self.transitions = Transitions()
+        self.attempts: list[Attempt] = []
+
+    def take(self, task: Task) -> bool:
+        """The task's next attempt, in memory; False for one that cannot have another (it goes alone, and fails)."""
+        if task.attempts_count >= MAX_ATTEMPTS:
+            return False
+        self.attempts.append(attempt_intent(task=task, reason="admitted", transitions=self.transitions))
+        return True
+
+    def write(self) -> None:
+        if not self.attempts:
+            return
+        handing: list[Attempt] = []
+        if self.hand_out is not None:
+            handing = self.attempts[: max(0, self.hand_out.limit - len(self.hand_out.handed))]
+            for attempt in handing:
+                self.hand_out.prepare(attempt.task, attempt, self.transitions)
+        objects_insert(Attempt, self.attempts)
+        self.transitions.write()
+        attempts_announce(self.attempts[0].task, announce=self.announce)  # one connection: woken once
+        if self.hand_out is not None:
+            self.hand_out.handed += handing
 
 
 def _admit_one(task_id, announce: bool = True) -> int:

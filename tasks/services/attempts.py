@@ -14,6 +14,7 @@ from django.utils import timezone
 from cloudpivot import credentials
 from cloudpivot.crash_points import crash_point
 from cloudpivot.exceptions import ApplicationError
+from cloudpivot.rows import objects_insert
 from clusters.backends import backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
 from clusters.backends.local import LOCAL
@@ -23,7 +24,7 @@ from tasks import dispatch
 from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState, retry_backoff_seconds
 from tasks.models import Attempt, Task
 from tasks.services.debug_hold import debug_hold_begin, debug_hold_ended
-from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
+from tasks.services.lifecycle import Transitions, event_append, lock_task_and_attempt, on_commit_once, task_transition
 from tasks.services.logs import log_copy_from_cloud
 from tasks.services.secret_delivery import task_secret_refs, task_secrets
 from tasks.services.start_claim import start_claim_held
@@ -97,12 +98,24 @@ def attempt_create(*, task: Task, reason: str, announce: bool = True) -> Attempt
     next sync), else the reconcile pass (which starts every SUBMITTING attempt). `announce=False` when
     the caller is that agent's own sync, which hands the attempt out in the same transaction.
     """
+    transitions = Transitions()
+    attempt = attempt_intent(task=task, reason=reason, transitions=transitions)
+    objects_insert(Attempt, [attempt])
+    transitions.write()
+    attempts_announce(task, announce=announce)
+    return attempt
+
+
+def attempt_intent(*, task: Task, reason: str, transitions: Transitions) -> Attempt:
+    """attempt_create in memory, for many tasks at once (admission): the next Attempt of the locked task, not
+    inserted yet, and the task's move to SUBMITTING added to `transitions`. The caller inserts the attempts
+    (objects_insert), then writes the transitions, then calls attempts_announce."""
     number = task.attempts_count + 1
     if number > MAX_ATTEMPTS:
         raise AttemptLimitReached(f"the task has had {task.attempts_count} attempts, the most one task can have")
     name = attempt_external_name(task, number)
     nonce = credentials.new_nonce()
-    attempt = Attempt.objects.create(
+    attempt = Attempt(
         task=task,
         number=number,
         external_name=name,
@@ -110,20 +123,22 @@ def attempt_create(*, task: Task, reason: str, announce: bool = True) -> Attempt
         runner_token_hash=credentials.runner_credential_hash(external_name=name, nonce=nonce),
         admitted_at=timezone.now(),
     )
-    task.attempts_count = number
-    task.next_attempt_at = None
-    task_transition(
+    transitions.add(
         task=task,
         to=TaskState.SUBMITTING,
         reason=f"{reason}: attempt {number} ({name})",
         data={"attempt": number},
         also={"attempts_count": number, "next_attempt_at": None},
     )
+    return attempt
+
+
+def attempts_announce(task: Task, *, announce: bool = True) -> None:
+    """Wake who starts the new attempts of the task's connection, after commit (once per transaction will do)."""
     if task.backend != LOCAL:
-        transaction.on_commit(dispatch.wake_reconciler)
+        on_commit_once(dispatch.wake_reconciler)
     elif announce:
         _ring_host_agents(task)
-    return attempt
 
 
 def attempt_start(*, attempt_id: int) -> str:

@@ -10,7 +10,6 @@ import signal as signals
 from typing import Any
 
 from django.db import transaction
-from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -23,15 +22,12 @@ from tasks.services.lifecycle import (
     attempt_refuse_if_closed,
     event_append,
     lock_task_and_attempt,
+    task_events_bulk_created,
     task_transition,
 )
 from tasks.services.secret_delivery import assignment_secrets
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
-
-# Sent (sender=TaskEvent, events=[…]) inside the transaction after a bulk insert of task events, which sends no
-# post_save: whoever copies every event (the notifications feed) copies these too, in one query.
-task_events_bulk_created = Signal()
 
 
 def _refuse_if_closed(attempt: Attempt) -> None:

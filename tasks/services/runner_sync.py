@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -32,16 +33,15 @@ from cloudpivot.exceptions import Conflict
 from cloudpivot.rows import objects_insert, rows_update
 from tasks.choices import AttemptState, CleanupState, TaskState
 from tasks.models import Attempt, LogChunk, Task, TaskEvent
-from tasks.services.admission import connection_admit
+from tasks.services.admission import HandOut, connection_admit
 from tasks.services.faults import isolated
-from tasks.services.lifecycle import attempt_superseded_or_closed, task_transition
+from tasks.services.lifecycle import Transitions, attempt_superseded_or_closed, task_events_bulk_created
 from tasks.services.logs import log_append_locked, log_counters_save
 from tasks.services.runner_reports import (
     runner_assignment,
     runner_events_apply_locked,
     runner_progress_event,
     runner_verified_alive,
-    task_events_bulk_created,
 )
 
 HANDOUT_LIMIT = 100
@@ -382,27 +382,48 @@ def _handout(scope: SyncScope, held: set[str]) -> list[dict[str, Any]]:
     admit, handing = _both_exist(waiting, open_attempts)
     if not admit and not handing:
         return []  # the usual answer of a long-poll's look (one query): no write transaction for it
-    assignments = []
+    hand_out = HandOut(prepare=partial(_handout_prepare, scope=scope), limit=HANDOUT_LIMIT)
     with transaction.atomic():
-        for connection_id in scope.connection_ids if admit else ():
+        # What the sync admits is handed out in the same writes (admission.HandOut): the attempts are inserted as
+        # handed out, each task written once, its two events (→ SUBMITTING, → STARTING) in one INSERT.
+        admitted = sum(
             isolated(
                 f"admission on connection {connection_id}",
-                lambda pk=connection_id: connection_admit(connection_id=pk, announce=False),
+                lambda pk=connection_id: connection_admit(connection_id=pk, announce=False, hand_out=hand_out),
             )
-        candidates = list(open_attempts.order_by("task__created_at").only("pk", "task_id")[:HANDOUT_LIMIT])
-        ids = [candidate.pk for candidate in candidates]
-        locked = _Batch.locked(Attempt.objects.filter(pk__in=ids)).attempts  # two queries, in the writers' lock order
-        for candidate in candidates:
-            attempt = locked.get(candidate.pk)
-            if attempt is None:
-                continue
-            task = attempt.task
-            if attempt_superseded_or_closed(attempt) or task.state not in (TaskState.SUBMITTING, TaskState.STARTING):
-                continue
-            if task.state == TaskState.SUBMITTING:
-                _record_handout(task, attempt, scope)
-            assignments.append(runner_assignment(attempt=attempt))
+            for connection_id in (scope.connection_ids if admit else ())
+        )
+        assignments = []
+        room = HANDOUT_LIMIT - len(hand_out.handed)
+        if room > 0 and (handing or admitted > len(hand_out.handed)):  # attempts admitted before, or not handed yet
+            assignments = _handout_open(scope, open_attempts.exclude(pk__in=[a.pk for a in hand_out.handed]), room)
+        assignments += [runner_assignment(attempt=attempt) for attempt in hand_out.handed]
     return assignments
+
+
+def _handout_open(scope: SyncScope, open_attempts: Any, room: int) -> list[dict[str, Any]]:
+    """Open attempts the agent does not hold (admitted before, or handed to it before a restart), in a few queries:
+    the SUBMITTING ones are recorded as handed out with one UPDATE of the attempts and one of the tasks."""
+    candidates = list(open_attempts.order_by("task__created_at").only("pk", "task_id")[:room])
+    ids = [candidate.pk for candidate in candidates]
+    locked = _Batch.locked(Attempt.objects.filter(pk__in=ids)).attempts  # two queries, in the writers' lock order
+    transitions = Transitions()
+    handed: list[Attempt] = []
+    assignments = []
+    for candidate in candidates:
+        attempt = locked.get(candidate.pk)
+        if attempt is None:
+            continue
+        task = attempt.task
+        if attempt_superseded_or_closed(attempt) or task.state not in (TaskState.SUBMITTING, TaskState.STARTING):
+            continue
+        if task.state == TaskState.SUBMITTING:
+            _handout_prepare(task, attempt, transitions, scope=scope)
+            handed.append(attempt)
+        assignments.append(attempt)
+    rows_update(Attempt, list(HANDOUT_FIELDS), handed)
+    transitions.write()
+    return [runner_assignment(attempt=attempt) for attempt in assignments]
 
 
 def _both_exist(first: Any, second: Any) -> tuple[bool, bool]:
@@ -418,18 +439,22 @@ def _both_exist(first: Any, second: Any) -> tuple[bool, bool]:
     return bool(row[0]), bool(row[1])
 
 
-def _record_handout(task: Any, attempt: Attempt, scope: SyncScope) -> None:
-    """What attempt_start records for a created execution, done here when the agent takes the attempt first."""
+# What a hand-out records on an attempt (attempt_start's record of a created execution).
+HANDOUT_FIELDS = ("external_ref", "cloud_created_at", "start_error", "runner_contact_at", "state", "updated_at")
+
+
+def _handout_prepare(task: Task, attempt: Attempt, transitions: Transitions, *, scope: SyncScope) -> None:
+    """What attempt_start records for a created execution, done here when the agent takes the attempt first: on the
+    attempt in memory (inserted or updated by the caller), and the task's move to STARTING added to `transitions`."""
+    now = timezone.now()
     attempt.external_ref = f"{scope.runs_dirs.get(task.connection_id, '')}/{attempt.external_name}"
-    attempt.cloud_created_at = timezone.now()
+    attempt.cloud_created_at = now
     attempt.start_error = ""
-    attempt.runner_contact_at = attempt.runner_contact_at or attempt.cloud_created_at  # the agent asked: contact
+    attempt.runner_contact_at = attempt.runner_contact_at or now  # the agent asked: contact
+    attempt.updated_at = now
     if attempt.state == AttemptState.CREATED:
         attempt.state = AttemptState.STARTING
-    attempt.save(
-        update_fields=["external_ref", "cloud_created_at", "start_error", "runner_contact_at", "state", "updated_at"]
-    )
-    task_transition(
+    transitions.add(
         task=task,
         to=TaskState.STARTING,
         reason=f"handed to the host agent {scope.agent_name}",

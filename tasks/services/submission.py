@@ -20,7 +20,7 @@ from clusters.task_checks import task_spec_check
 from tasks import dispatch
 from tasks.models import Task, TaskEvent
 from tasks.selectors import queue_ahead_sql
-from tasks.services.runner_reports import task_events_bulk_created
+from tasks.services.lifecycle import task_events_bulk_created
 from tasks.specs import spec_normalize
 
 

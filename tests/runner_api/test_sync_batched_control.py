@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django_q.brokers import get_broker
 from rest_framework.test import APIClient
 
 from cloudpivot import credentials
 from cloudpivot.accounts.models import Quota
 from clusters.backends.local import agent_name, connection_runs_dir
+from notifications.models import FeedEvent
 from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_close, current_attempt
 from tasks.services.lifecycle import task_lock
@@ -124,3 +126,52 @@ def test_an_attempt_cancelled_before_the_agent_took_it_needs_no_cleanup(world):
     task.refresh_from_db()
     assert task.state == "CANCELLED"
     assert task.attempts.get().cleanup_state == "done"
+
+
+def statements_of_a_handout(agent, world, count: int) -> tuple[int, int]:
+    """The statements of the sync that admits and hands out `count` PENDING tasks, and how many it handed out."""
+    held = list(Attempt.objects.values_list("external_name", flat=True))  # the agent runs them: known
+    for _ in range(count):
+        submit(world)
+    with CaptureQueriesContext(connection) as queries:
+        handed = len(sync(agent, known=held)["assignments"])
+    return len(queries.captured_queries), handed
+
+
+def test_the_handout_of_many_tasks_takes_as_many_statements_as_that_of_one(agent, world):
+    """Issue 11, SQLite's one writer: what a sync admits and hands out is written in bulk (one INSERT of the
+    attempts, one UPDATE of the tasks, one INSERT of the events, one of their feed copies), not per task."""
+    statements_of_a_handout(agent, world, 1)  # then both syncs measured name an attempt the agent runs
+    one, handed_one = statements_of_a_handout(agent, world, 1)
+    many, handed_many = statements_of_a_handout(agent, world, 20)
+    print(f"\nstatements of the sync that admits and hands out 1 task: {one}, 20 tasks: {many}")
+    assert (handed_one, handed_many) == (1, 20)
+    assert Task.objects.count() == 22
+    assert many == one, f"1 task: {one} statements, 20 tasks: {many}"
+    for task in Task.objects.all():
+        assert [e.data["to"] for e in task.events.filter(type="state").order_by("seq")] == ["SUBMITTING", "STARTING"]
+        assert task.last_event_seq == 3 and task.attempts_count == 1
+        copies = FeedEvent.objects.filter(task_id=task.pk)
+        states = [
+            data["task_state"] for data in sorted(copies.values_list("data", flat=True), key=lambda d: d["task_seq"])
+        ]
+        assert states == ["PENDING", "SUBMITTING", "STARTING"], "each feed copy says the state its event led to"
+
+
+def test_a_bad_row_in_the_bulk_handout_is_skipped_with_an_error_and_the_others_are_handed_out(agent, world):
+    blocked, fine = submit(world), submit(world)
+    squatter = submit(world)  # holds the name `blocked` will ask for: the bulk INSERT fails, then one task at a time
+    Task.objects.filter(pk=squatter.pk).update(state="CANCELLED")
+    Attempt.objects.create(
+        task=squatter,
+        number=9,
+        external_name=f"cp-{blocked.id.hex}-1",
+        credential_nonce=credentials.new_nonce(),
+        runner_token_hash="x" * 64,
+    )
+    [assignment] = sync(agent)["assignments"]
+    blocked.refresh_from_db(), fine.refresh_from_db()
+    assert assignment["attempt"] == fine.attempts.get().external_name
+    assert (blocked.state, fine.state) == ("PENDING", "STARTING")
+    [error] = blocked.events.filter(type="error")
+    assert error.message.startswith("admission failed: IntegrityError")
