@@ -21,7 +21,7 @@ from clusters.selectors import connections_visible_to
 from resources import quotas, selectors
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, FlavorView, Unsupported
-from resources.choices import Action, SnapshotStatus
+from resources.choices import SnapshotStatus
 from resources.models import Snapshot
 from resources.services.requests import check_site_limits
 
@@ -76,10 +76,6 @@ def launch_choices(*, user: AbstractBaseUser, clouds: list[CloudConnection], clo
     try:
         backend = get_instance_backend(connection)
         flavors, images = backend.flavors(), backend.images()
-        refused = backend.refusal(None, Action.CREATE, {})  # e.g. root_disk: volume on a cloud without Cinder
-        if refused is not None:
-            choices.problem = refused[2]
-            return choices
     except Unsupported as exc:
         choices.problem = exc.message
         return choices
@@ -94,7 +90,7 @@ def launch_choices(*, user: AbstractBaseUser, clouds: list[CloudConnection], clo
     choices.free_image = not images and connection.backend == "kubernetes"  # a container-disk reference
     if chosen is not None:
         flavors = sorted(flavors, key=lambda f: (f.vcpus, f.memory_mb, f.disk_gb, f.name))  # as flavor_fitting
-        choices.sizes = [SizeChoice(flavor, _refusal(flavor, chosen, connection, backend)) for flavor in flavors]
+        choices.sizes = [SizeChoice(flavor, _refusal(flavor, chosen, connection)) for flavor in flavors]
         snapshots = selectors.snapshots_visible_to(user=user).filter(
             project=chosen, connection=connection, status=SnapshotStatus.AVAILABLE
         )
@@ -106,10 +102,11 @@ def _snapshot_label(snapshot: Snapshot) -> str:
     return f"{snapshot.name} (snapshot of {snapshot.instance.name if snapshot.instance else 'a deleted instance'})"
 
 
-def _refusal(flavor: FlavorView, project: Project, connection: CloudConnection, backend) -> str:
+def _refusal(flavor: FlavorView, project: Project, connection: CloudConnection) -> str:
     """The site limit or the quota the size would break now, in the service's own words."""
-    disk_gb = backend.root_disk_gb(flavor)  # a root volume's GB where the connection boots from volumes
-    footprint = quotas.InstanceFootprint(instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=disk_gb)
+    footprint = quotas.InstanceFootprint(
+        instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
+    )
     try:
         check_site_limits(flavor)
         quotas.check_instance_fits(project=project, connection_id=connection.pk, asked=footprint)

@@ -72,8 +72,6 @@ class ImageView:
     status: str  # the cloud's word (Glance: queued, saving, active, killed …)
     ready: bool
     size_bytes: int | None = None
-    failure: str = ""  # why it will never be ready although its status does not say so ("" if none)
-    note: str = ""  # what else ready waits for, in words (OpenStack: the Cinder snapshot behind the image)
 
 
 @dataclass(frozen=True)
@@ -233,14 +231,4 @@ class InstanceBackend:
 
     def image_snapshot_ref(self, image_id: str) -> str:
         """The CloudPivot snapshot a bootable image was made as ("" if none, or no bootable snapshot images)."""
-        return ""
-
-    # Volume GB (resources.quotas: max_volume_gb): what an instance's root disk holds of it.
-    def root_disk_gb(self, flavor: FlavorView, image: str = "", instance: Any = None) -> int:
-        """The GB of the root disk a new instance of `flavor` booting `image` gets, or (`instance`) what
-        `instance` holds once resized to `flavor`: by default the flavor's disk."""
-        return flavor.disk_gb
-
-    def rebuild_refusal(self, instance: Any, image_id: str) -> str:
-        """Why a restore cannot rebuild `instance` from the snapshot image `image_id`, in words ("": it can)."""
         return ""

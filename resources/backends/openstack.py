@@ -29,12 +29,11 @@ from resources.backends.base import (
     VolumeView,
 )
 from resources.backends.guest_probe import BASELINE_UNREAD, last_boot_marker, ssh_banner
-from resources.choices import Action, InstanceStatus
+from resources.choices import InstanceStatus
 
 META_INSTANCE = "cloudpivot_instance"
 META_INSTANCE_NAME = "cloudpivot_instance_name"
 CONSOLE_LINES = 200  # enough for cloud-init's last words to be in it, however chatty the boot was
-GiB = 1024**3
 
 # Nova status → portal status when no task is in flight.
 STATUS_MAP = {
@@ -82,7 +81,7 @@ class OpenStackInstances(InstanceBackend):
         self.connection = connection
         self.client = OpenStackClient(connection)  # the connection cache, catalog reader and error words
         self.options = self.client.options
-        self._image_properties: dict[str, dict[str, Any]] = {}  # image id -> its properties, as read
+        self._snapshot_refs: dict[str, str] = {}  # image id -> its cloudpivot_snapshot property, as read
 
     # ------------------------------------------------------------------ reads
     @property
@@ -116,7 +115,7 @@ class OpenStackInstances(InstanceBackend):
         image = self._call(f"finding image {name!r}", self._conn().image.find_image, name, ignore_missing=True)
         if image is None:
             raise BackendError(f"the {self.connection.cloud_id} cloud has no image {name!r}", kind="not_found")
-        self._image_properties[image.id] = dict(image.properties or {})
+        self._snapshot_refs[image.id] = str((image.properties or {}).get("cloudpivot_snapshot") or "")
         return image.id
 
     def flavors(self) -> list[FlavorView]:
@@ -140,15 +139,10 @@ class OpenStackInstances(InstanceBackend):
         Every CloudPivot project shares the connection's tenant, so any project can see (and name) another
         project's snapshot images; the request checks this before booting one. Free after image_ref().
         """
-        return str(self._properties(image_id).get("cloudpivot_snapshot") or "")
-
-    def _properties(self, image_id: str) -> dict[str, Any]:
-        if not image_id:  # a snapshot row without an image yet: nothing to read
-            return {}
-        if image_id not in self._image_properties:
+        if image_id not in self._snapshot_refs:
             image = self._call(f"reading image {image_id}", self._conn().image.get_image, image_id)
-            self._image_properties[image_id] = dict(image.properties or {})
-        return self._image_properties[image_id]
+            self._snapshot_refs[image_id] = str((image.properties or {}).get("cloudpivot_snapshot") or "")
+        return self._snapshot_refs[image_id]
 
     def server(self, server_id: str) -> ServerView | None:
         try:
@@ -174,24 +168,7 @@ class OpenStackInstances(InstanceBackend):
             if exc.kind == "not_found":
                 return None
             raise
-        view = ImageView(id=image.id, status=image.status or "", ready=image.status == "active", size_bytes=image.size)
-        refs = openstack_volumes.image_snapshot_ids(dict(image.properties or {}))
-        return self._volume_snapshot_image(view, refs) if refs else view
-
-    def _volume_snapshot_image(self, view: ImageView, refs: list[str]) -> ImageView:
-        """A snapshot of a volume-booted server: Glance shows it active at once, holding no bytes; the disk
-        is the Cinder snapshot(s) it names, ready once Cinder shows them available. Its size is theirs."""
-        found = {ref: openstack_volumes.snapshot(self.client, ref) for ref in refs}
-        states = {ref: (s.status or "unknown") if s is not None else "missing" for ref, s in found.items()}
-        failed = [f"{ref} {state}" for ref, state in states.items() if state in ("missing", "error", "deleting")]
-        return ImageView(
-            id=view.id,
-            status=view.status,
-            ready=view.ready and all(state == "available" for state in states.values()),
-            size_bytes=sum(int(s.size or 0) for s in found.values() if s is not None) * GiB,
-            failure=f"the Cinder snapshot behind image {view.id} is {', '.join(failed)}" if failed else "",
-            note="Cinder snapshot " + ", ".join(f"{ref} {state}" for ref, state in states.items()),
-        )
+        return ImageView(id=image.id, status=image.status or "", ready=image.status == "active", size_bytes=image.size)
 
     def console_log(self, server_id: str, *, lines: int) -> str:
         """Nova asks nova-compute over RPC and waits; seen here: the first such call a fresh nova-api worker
@@ -288,7 +265,7 @@ class OpenStackInstances(InstanceBackend):
                     "uuid": request.image,
                     "source_type": "image",
                     "destination_type": "volume",
-                    "volume_size": root_volume_gb(flavor.disk or 0),
+                    "volume_size": max(1, flavor.disk or 0),
                     "delete_on_termination": False,
                 }
             ]
@@ -332,17 +309,11 @@ class OpenStackInstances(InstanceBackend):
         return image if isinstance(image, str) else image.id
 
     def delete_image(self, image_id: str) -> None:
-        """Delete the image, and the Cinder snapshots it names (a snapshot of a volume-booted server): Nova
-        made them for it, and nothing else deletes them."""
         try:
-            refs = openstack_volumes.image_snapshot_ids(self._properties(image_id))
             self._call(f"deleting image {image_id}", self._conn().image.delete_image, image_id, ignore_missing=True)
         except BackendError as exc:
             if exc.kind != "not_found":
                 raise
-            refs = []
-        for ref in refs:
-            openstack_volumes.delete_snapshot(self.client, ref)
 
     def rebuild(self, server_id: str, *, image_id: str) -> None:
         self._call("rebuilding the server", self._conn().compute.rebuild_server, server_id, image_id)
@@ -394,10 +365,8 @@ class OpenStackInstances(InstanceBackend):
         openstack_volumes.delete(self.client, ref)
 
     def root_volume(self, server_id: str, instance_id: str) -> str:
-        """The Cinder volume the server boots from ("" for an image-booted one), marked as this instance's.
-        A new server has only the volumes it was made with: with `root_disk: volume`, or booted from a snapshot
-        of a volume-booted server (whatever the option says, Nova then makes its root a volume)."""
-        if not self.has_block_storage:
+        """The Cinder volume the server boots from ("" for an image-booted one), marked as this instance's."""
+        if not self.boots_from_volume:
             return ""
         ids = openstack_volumes.volume_ids(self.client, server_id)
         if not ids:
@@ -407,66 +376,12 @@ class OpenStackInstances(InstanceBackend):
         )
         return ids[0]
 
-    # ------------------------------------------------------------------ what a root volume changes
-    def refusal(self, instance: Any, action: str, params: dict[str, Any]) -> tuple[str, str, str] | None:
-        if action == Action.CREATE and self.boots_from_volume and not self.has_block_storage:
-            cloud = self.connection.cloud_id
-            return (
-                "invalid_spec",
-                "root_disk",
-                f'the {cloud} connection sets root_disk: "volume" (each instance boots from a Cinder volume), but '
-                f"the {cloud} cloud has no block-storage (Cinder) service in its catalog, so no volume can be made: "
-                'an administrator sets the connection\'s root_disk to "ephemeral" (Admin › Cloud connections) '
-                "or adds Cinder to the cloud; check_cloud shows the service as missing",
-            )
-        return None
-
-    def root_disk_gb(self, flavor: FlavorView, image: str = "", instance: Any = None) -> int:
-        """The root volume's GB where the root disk is a volume: a resize changes no volume (Cinder's size of
-        the instance's own), a snapshot of a volume-booted server makes one of its snapshot's size, and
-        `root_disk: volume` one of the flavor's disk (at least 1 GB); else the flavor's disk."""
-        if instance is not None and getattr(instance, "root_volume_ref", ""):
-            view = openstack_volumes.volume(self.client, instance.root_volume_ref)
-            return view.size_gb if view is not None else int(instance.disk_gb)
-        from_snapshot = openstack_volumes.image_root_volume_gb(self._properties(image)) if image else 0
-        if from_snapshot:
-            return from_snapshot
-        return root_volume_gb(flavor.disk_gb) if self.boots_from_volume else flavor.disk_gb
-
-    def rebuild_refusal(self, instance: Any, image_id: str) -> str:
-        """Nova rebuilds in place only a server whose root disk is its own ephemeral disk, from an image that
-        holds a disk: a volume-booted server's root is a Cinder volume (Nova before 2.93 refuses, after it
-        Cinder would rewrite the volume from the image's bytes), and a snapshot of one holds no bytes."""
-        new_instance = (
-            "create a new instance from the snapshot instead (POST /api/v1/snapshots/<id>/restore with a name "
-            "and a flavor)"
-        )
-        if getattr(instance, "root_volume_ref", ""):
-            return (
-                f"instance {instance.name} boots from Cinder volume {instance.root_volume_ref}: CloudPivot does not "
-                f"rebuild a volume-booted server from a snapshot in place; {new_instance}"
-            )
-        refs = openstack_volumes.image_snapshot_ids(self._properties(image_id))
-        if refs:
-            return (
-                f"the snapshot image {image_id} was taken of a volume-booted server: it holds no disk, only Cinder "
-                f"snapshot {', '.join(refs)}, so rebuilding instance {instance.name} from it would leave it without "
-                f"its disk; {new_instance}"
-            )
-        return ""
-
     # ------------------------------------------------------------------ helpers
     def _conn(self) -> Any:
         return self.client.conn()
 
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
         return self.client.call(what, function, *args, **kwargs)
-
-
-def root_volume_gb(flavor_disk_gb: int) -> int:
-    """The size of the Cinder volume `root_disk: volume` boots a server from: the flavor's disk, at least 1 GB
-    (a flavor may have 0 GB: its root disk is then whatever volume the server is given)."""
-    return max(1, int(flavor_disk_gb or 0))
 
 
 def _view(server: Any) -> ServerView:

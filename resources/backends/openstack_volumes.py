@@ -8,16 +8,10 @@ Nova deletes a server's volumes with it when their attachment says `delete_on_te
 boot-from-volume made by someone else may well say). A delete keeping volumes first sets it to false on each
 attachment (compute API 2.85) and then deletes the server, so the keep holds whatever the server was made
 with; Nova destroys the guest before it detaches the volumes, so nothing writes to them once they are free.
-
-A snapshot of a volume-booted server (Nova's createImage) is a Glance image holding no disk: its
-`block_device_mapping` property names a Cinder snapshot of the root volume, which Nova makes and nobody
-deletes with the image. Booting that image makes a new root volume from the Cinder snapshot; while the
-snapshot exists, Cinder refuses to delete the volume it was taken of (so it counts as a user of it here).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from clusters.backends.base import BackendError
@@ -79,10 +73,6 @@ def volume(client: OpenStackClient, ref: str) -> VolumeView | None:
     users = [f"server {a.get('server_id')}" for a in found.attachments or [] if isinstance(a, dict)]
     if not users and status in BUSY:
         users.append(f"an attachment Cinder is still making or undoing (status {status})")
-    users += [
-        f"Cinder snapshot {s.id} ({s.name or 'unnamed'}, status {s.status}: a snapshot image refers to it)"
-        for s in snapshots_of(client, ref)
-    ]
     users = tuple(dict.fromkeys(users))
     return VolumeView(ref=ref, size_gb=int(found.size or 0), status=status, users=users, deleting=status in GOING)
 
@@ -110,57 +100,3 @@ def mark(client: OpenStackClient, ref: str, metadata: dict[str, str]) -> None:
     """CloudPivot's marks on a volume Nova made for a server (the orphan scan reads them)."""
     conn = client.conn()
     client.call(f"marking volume {ref}", conn.block_storage.set_volume_metadata, ref, **metadata)
-
-
-# ---------------------------------------------------------------------------- snapshots of volume-booted servers
-def image_mappings(properties: dict[str, Any]) -> list[dict[str, Any]]:
-    """The block-device mappings a snapshot image of a volume-booted server carries ([] for any other image).
-    Glance keeps them as a JSON string (Nova writes them so); a list is taken as it is."""
-    raw = (properties or {}).get("block_device_mapping")
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return []
-    return [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
-
-
-def image_snapshot_ids(properties: dict[str, Any]) -> list[str]:
-    """The Cinder snapshots such an image refers to (its disks live there, not in Glance)."""
-    return [str(m["snapshot_id"]) for m in image_mappings(properties) if m.get("snapshot_id")]
-
-
-def image_root_volume_gb(properties: dict[str, Any]) -> int:
-    """The GB of the root volume Nova makes when such an image is booted (0: not such an image)."""
-    for mapping in image_mappings(properties):
-        if str(mapping.get("boot_index")) == "0" and mapping.get("snapshot_id"):
-            return int(mapping.get("volume_size") or 0)
-    return 0
-
-
-def snapshot(client: OpenStackClient, ref: str) -> Any | None:
-    try:
-        return client.call(f"reading volume snapshot {ref}", client.conn().block_storage.get_snapshot, ref)
-    except BackendError as exc:
-        if exc.kind == "not_found":
-            return None
-        raise
-
-
-def snapshots_of(client: OpenStackClient, volume_ref: str) -> list[Any]:
-    """The Cinder snapshots taken of a volume (Cinder deletes no volume while one exists)."""
-    conn = client.conn()
-    return client.call(
-        f"listing the snapshots of volume {volume_ref}",
-        lambda: list(conn.block_storage.snapshots(details=True, volume_id=volume_ref)),
-    )
-
-
-def delete_snapshot(client: OpenStackClient, ref: str) -> None:
-    """DELETE the Cinder snapshot; already gone is done."""
-    try:
-        conn = client.conn()
-        client.call(f"deleting volume snapshot {ref}", conn.block_storage.delete_snapshot, ref, ignore_missing=True)
-    except BackendError as exc:
-        if exc.kind != "not_found":
-            raise

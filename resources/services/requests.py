@@ -164,7 +164,7 @@ def instance_create(
             flavor=flavor.name,
             vcpus=flavor.vcpus,
             memory_mb=flavor.memory_mb,
-            disk_gb=asked.volume_gb,  # the root disk's GB: a root volume's where it is one (backend.root_disk_gb)
+            disk_gb=flavor.disk_gb,
             image=image,
             ssh_keys=[{"name": key.name, "fingerprint": key.fingerprint} for key in keys],
             authorized_keys="\n".join(key.public_key for key in keys),
@@ -213,6 +213,8 @@ def instance_create_check(
         project = project_for_submission(user=user, connection=connection, slug=data.get("project"))
     keys = keys_for_instance(user=user, names=data.get("ssh_keys"))  # the owner's: unknown names are a 400
     backend = _backend(connection)
+    if snapshot is not None:
+        _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
     if data.get("flavor"):
         flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
     else:
@@ -223,8 +225,6 @@ def instance_create_check(
             lambda: backend.flavor_fitting(vcpus=data["vcpus"], memory_mb=data["memory_mb"]),
         )
     check_site_limits(flavor)
-    # after the flavor read: the cloud answered, so what it lacks (e.g. block storage) is read, not guessed
-    _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)} if snapshot else {})
     if snapshot is not None:
         image = snapshot.image_id
     elif data.get("image") or image_needed:
@@ -232,9 +232,9 @@ def instance_create_check(
         _refuse_foreign_snapshot_image(backend, image, project)
     else:
         image = ""
-    # volume GB: the root disk as it will be (a root volume need not be the flavor's disk, which may be 0 GB)
-    disk_gb = _cloud_read("reading the root disk's size", "image", backend.root_disk_gb, flavor, image)
-    asked = quotas.InstanceFootprint(instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=disk_gb)
+    asked = quotas.InstanceFootprint(
+        instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
+    )
     return connection, project, flavor, image, asked, keys
 
 
@@ -279,7 +279,6 @@ def instance_action(
     params = _checked_params(instance, action, params)
     snapshot = params.pop("_snapshot", None)
     flavor = params.pop("_flavor", None)
-    disk_gb = params.pop("_disk_gb", None)
 
     def make() -> Operation:
         _lock(instance.connection_id, instance.project_id)
@@ -292,7 +291,7 @@ def instance_action(
             asked = quotas.InstanceFootprint(
                 vcpus=flavor.vcpus - locked.vcpus,
                 memory_mb=flavor.memory_mb - locked.memory_mb,
-                volume_gb=disk_gb - locked.disk_gb,
+                volume_gb=flavor.disk_gb - locked.disk_gb,
             )
             quotas.check_instance_fits(project=locked.project, connection_id=locked.connection_id, asked=asked)
         if action == Action.SNAPSHOT:
@@ -362,12 +361,11 @@ def _check_state(instance: Instance, action: str, params: dict[str, Any]) -> Non
 
 
 def _refused_by_backend(backend, instance: Instance | None, action: str, params: dict[str, Any]) -> None:
-    """A backend may refuse what its cloud has no equivalent for (KubeVirt: suspend) before any Operation;
-    kind "invalid_spec" is a 400 naming what in the request or the connection's options cannot be."""
+    """A backend may refuse what its cloud has no equivalent for (KubeVirt: suspend) before any Operation."""
     found = _cloud_read("checking the action", "action", backend.refusal, instance, action, params)
     if found is not None:
         kind, field, message = found
-        error = {"unsupported": UnsupportedAction, "invalid_spec": InvalidSpec}.get(kind, InvalidState)
+        error = UnsupportedAction if kind == "unsupported" else InvalidState
         raise error(message, errors=[{"field": field, "message": message}])
 
 
@@ -386,10 +384,6 @@ def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> 
         out["name"] = str(params.get("name") or f"{instance.name}-snapshot")[:100]
     elif action == Action.RESTORE:
         snapshot = _restorable(instance, params.get("snapshot"))
-        backend = _backend(instance.connection)
-        refused = _cloud_read("checking the restore", "snapshot", backend.rebuild_refusal, instance, snapshot.image_id)
-        if refused:
-            raise UnsupportedAction(refused, errors=[{"field": "snapshot", "message": refused}])
         out["snapshot"] = str(snapshot.pk)
         out["image"] = snapshot.image_id
         out["_snapshot"] = snapshot
@@ -404,8 +398,7 @@ def _checked_params(instance: Instance, action: str, params: dict[str, Any]) -> 
                 f"the instance already has flavor {flavor.name}",
                 errors=[{"field": "flavor", "message": "the same flavor"}],
             )
-        disk_gb = _cloud_read("reading the root disk", "flavor", backend.root_disk_gb, flavor, "", instance)
-        out.update(flavor=flavor.name, flavor_id=flavor.id, _flavor=flavor, _disk_gb=disk_gb)
+        out.update(flavor=flavor.name, flavor_id=flavor.id, _flavor=flavor)
     elif action == Action.DELETE:
         volumes = params.get("volumes")
         if volumes not in ("keep", "purge"):

@@ -246,10 +246,11 @@ class Runner:
 
         def image_ready():
             image = self.backend.image(image_id)
-            self.last_words = f"image status {image.status} {image.note}".strip() if image else "no image in the cloud"
-            if image is None or image.status in ("killed", "deleted", "deactivated") or image.failure:
-                went = f"the snapshot image {image_id} went {image.status if image else 'missing'}"
-                raise OperationFailed(image.failure if image and image.failure else went, kind="failed")
+            self.last_words = f"image status {image.status}" if image else "no image in the cloud"
+            if image is None or image.status in ("killed", "deleted", "deactivated"):
+                raise OperationFailed(
+                    f"the snapshot image {image_id} went {image.status if image else 'missing'}", kind="failed"
+                )
             return image if image.ready else None
 
         image = self.wait(image_ready, f"snapshot image {image_id} active")
@@ -308,11 +309,9 @@ class Runner:
             return view if ok else None
 
         view = self.wait(confirmed, f"server on flavor {params['flavor']}")
-        backend = self.backend
-        flavor = backend.flavor(params["flavor"])
-        disk_gb = backend.root_disk_gb(flavor, "", self.instance)  # a root volume keeps its size through a resize
+        flavor = self.backend.flavor(params["flavor"])
         Instance.objects.filter(pk=self.instance.pk).update(
-            flavor=flavor.name, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, disk_gb=disk_gb
+            flavor=flavor.name, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, disk_gb=flavor.disk_gb
         )
         return {"flavor": flavor.name, "observed": view.evidence}
 

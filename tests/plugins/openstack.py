@@ -8,16 +8,11 @@ directory standing in for the VM's root, and starts the real Runner with exactly
 from __future__ import annotations
 
 import base64
-import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -142,84 +137,3 @@ def play_vm(conn, server_id: str, root: Path) -> SimpleNamespace:
     return SimpleNamespace(
         root=root, process=process, log=log, config=config, host_config=host_config, files=files, user_data=text
     )
-
-
-class _CatalogFilter(http.server.BaseHTTPRequestHandler):
-    """Keystone as a cloud without some services: every request goes to the real Keystone, and the token's
-    service catalog comes back without the entries of `hidden` types. Nothing else is changed, so the SDK
-    reaches the real Nova, Glance and Neutron through the catalog; only what is not in it is absent."""
-
-    upstream = ""
-    hidden: frozenset[str] = frozenset()
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's names
-        self._forward()
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._forward()
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._forward()
-
-    def _forward(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        dropped = ("host", "content-length", "connection", "accept-encoding")  # answers come back uncompressed
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
-        request = urllib.request.Request(self.upstream + self.path, data=body, headers=headers, method=self.command)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                status, answer, data = response.status, response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            status, answer, data = exc.code, exc.headers, exc.read()
-        own = f"http://{self.server.server_address[0]}:{self.server.server_address[1]}".encode()
-        data = data.replace(self.upstream.encode(), own)  # discovery links lead back here, not to Keystone
-        if self.path.startswith("/v3/auth/tokens") and data:
-            document = json.loads(data)
-            token = document.get("token") or {}
-            if "catalog" in token:
-                token["catalog"] = [entry for entry in token["catalog"] if entry.get("type") not in self.hidden]
-                data = json.dumps(document).encode()
-        self.send_response(status)
-        for key, value in answer.items():
-            if key.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def cloud_without(openstack_cloud, tmp_path):
-    """cloud_without(*service_types) → the path of a clouds.yaml (entry `CLOUD`) of the development OpenStack
-    as a cloud whose catalog lacks those services (a Keystone stand-in on loopback filters the token's
-    catalog: the services themselves are the real ones). Under tmp_path, so CloudPivot may read it."""
-    servers: list[http.server.ThreadingHTTPServer] = []
-
-    def make(*service_types: str) -> str:
-        document = yaml.safe_load(Path(openstack_cloud.clouds_yaml).read_text())
-        auth = document["clouds"][CLOUD]["auth"]
-        parsed = urllib.parse.urlsplit(auth["auth_url"])
-        handler = type(
-            "CatalogFilter",
-            (_CatalogFilter,),
-            {"upstream": f"{parsed.scheme}://{parsed.netloc}", "hidden": frozenset(service_types)},
-        )
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        auth["auth_url"] = urllib.parse.urlunsplit(parsed._replace(netloc=f"127.0.0.1:{server.server_address[1]}"))
-        path = tmp_path / f"clouds-without-{len(servers)}.yaml"
-        path.write_text(yaml.safe_dump(document))
-        path.chmod(0o600)
-        return str(path)
-
-    yield make
-    for server in servers:
-        server.shutdown()
-        server.server_close()

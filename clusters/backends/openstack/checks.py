@@ -42,14 +42,12 @@ def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
         ok = service_type in types
         add(f"{service_type} service ({words})", ok, "in the catalog" if ok else "missing from the catalog")
     has_cinder = bool(types & BLOCK_STORAGE_TYPES)
-    volumes = options["root_disk"] == "volume"  # instances boot from Cinder volumes: then it is needed
-    absent = (
-        'absent, but root_disk is "volume": no instance can be created until Cinder is in the catalog '
-        'or root_disk is "ephemeral"'
-        if volumes
-        else "absent: volumes cannot be listed (tasks do not need it)"
+    add(
+        "block-storage service (Cinder)",
+        has_cinder,
+        "in the catalog" if has_cinder else "absent: volumes cannot be listed (tasks do not need it)",
+        required=False,
     )
-    add("block-storage service (Cinder)", has_cinder, "in the catalog" if has_cinder else absent, required=volumes)
     if "compute" in types:
         flavor = options["flavor"]
         check_exists(f"flavor {flavor!r}", lambda: conn.compute.find_flavor(flavor), bool(flavor), conn.compute.flavors)
