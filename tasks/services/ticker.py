@@ -78,8 +78,13 @@ def _passes(holder: str, seconds: float | None) -> tuple[int, bool]:
     passes, last_pass = 0, None
     rang = False
     # Renewed from the moment it is held; left in reverse order, so the workers' last wait runs while it is kept.
+    # A beat stuck past the lease's length keeps nothing: the join is bounded by it (unbounded, a renewal
+    # blocked on a row lock held the ticker, and its successor's enqueue, for ever).
     renewal = Heartbeat(
-        lambda: lease_acquire("ticker", holder), interval=LEASE_RENEW_SECONDS, name="lease-ticker", join_timeout=None
+        lambda: lease_acquire("ticker", holder),
+        interval=LEASE_RENEW_SECONDS,
+        name="lease-ticker",
+        join_timeout=LEASE_SECONDS,
     )
     with renewal as lease, ReconcileDoorbell() as doorbell, ConnectionWorkers() as workers:
         while time.monotonic() < deadline and not lease.ended:

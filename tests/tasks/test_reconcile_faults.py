@@ -170,6 +170,7 @@ def test_one_attempt_whose_backend_call_fails_does_not_stop_the_others_of_its_co
     assert done.get("observed")
 
 
+@pytest.mark.django_db(transaction=True)  # the lease committed: its renewal thread never waits on this test's lock
 def test_the_ticker_hands_over_even_when_a_pass_raises(world, settings, monkeypatch):
     settings.TICKER_SECONDS = 0.2
     broker = get_broker()
