@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from cloudpivot import credentials
 from resources.models import Instance, Snapshot
 from tasks.models import Attempt, Task
 from tasks.services.admission import connection_admit
@@ -85,3 +86,14 @@ def snapshot_row(*, connection, project, owner, **fields) -> Snapshot:
     """A Snapshot row (available, no image unless given: deleting it asks the cloud nothing)."""
     values = {"name": "snap", "status": "available"}
     return Snapshot.objects.create(connection=connection, project=project, owner=owner, **(values | fields))
+
+
+def attempt_in_the_way(task: Task, of: Task) -> Attempt:
+    """An attempt of `task` holding the name `of`'s first attempt will ask for: storing that attempt then fails."""
+    return Attempt.objects.create(
+        task=task,
+        number=9,
+        external_name=f"cp-{of.id.hex}-1",
+        credential_nonce=credentials.new_nonce(),
+        runner_token_hash="x" * 64,
+    )

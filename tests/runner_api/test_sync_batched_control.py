@@ -17,7 +17,7 @@ from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_close, current_attempt
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.builders import hello_spec
+from tests.builders import attempt_in_the_way, hello_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -162,13 +162,7 @@ def test_a_bad_row_in_the_bulk_handout_is_skipped_with_an_error_and_the_others_a
     blocked, fine = submit(world), submit(world)
     squatter = submit(world)  # holds the name `blocked` will ask for: the bulk INSERT fails, then one task at a time
     Task.objects.filter(pk=squatter.pk).update(state="CANCELLED")
-    Attempt.objects.create(
-        task=squatter,
-        number=9,
-        external_name=f"cp-{blocked.id.hex}-1",
-        credential_nonce=credentials.new_nonce(),
-        runner_token_hash="x" * 64,
-    )
+    attempt_in_the_way(squatter, of=blocked)
     [assignment] = sync(agent)["assignments"]
     blocked.refresh_from_db(), fine.refresh_from_db()
     assert assignment["attempt"] == fine.attempts.get().external_name

@@ -14,7 +14,6 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.brokers import get_broker
 
-from cloudpivot import credentials
 from clusters.models import CloudConnection
 from tasks.models import Attempt, Task
 from tasks.services import reconcile_pass, ticker
@@ -23,7 +22,7 @@ from tasks.services.attempts import attempt_close, attempt_create, current_attem
 from tasks.services.lifecycle import task_lock, task_transition
 from tasks.services.reconcile import LOCAL_CLEANUP_GRACE_SECONDS
 from tasks.services.submission import task_submit
-from tests.builders import hello_spec
+from tests.builders import attempt_in_the_way, hello_spec
 
 
 def submit(world, user=None, **extra) -> Task:
@@ -62,13 +61,7 @@ def test_a_task_whose_attempt_cannot_be_stored_is_skipped_with_an_event_and_the_
     blocked, later = submit(world), submit(world, user=world.charlie)
     # A row in the way of the name `blocked` will ask for (as an old, colliding name once was).
     squatter = submit(world)
-    Attempt.objects.create(
-        task=squatter,
-        number=9,
-        external_name=f"cp-{blocked.id.hex}-1",
-        credential_nonce=credentials.new_nonce(),
-        runner_token_hash="x" * 64,
-    )
+    attempt_in_the_way(squatter, of=blocked)
     Task.objects.filter(pk=squatter.pk).update(state="CANCELLED")
     done = reconcile_pass()
     assert done.get("admitted") == 1
