@@ -113,7 +113,8 @@ class Served:
     def roots(self) -> list[int]:
         """Every process tree CloudPivot runs in: serve (web processes, qcluster) and the detached host agents."""
         pids = [self.process.pid]
-        for lock in self.var_dir.rglob("agent.lock"):
+        # agent.lock sits at the top of a runs dir: no walk of the attempt dirs the agent removes meanwhile
+        for lock in self.var_dir.glob("*/agent.lock"):
             text = lock.read_text().strip()
             if text.isdigit():
                 pids.append(int(text))
