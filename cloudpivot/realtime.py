@@ -23,7 +23,8 @@ import threading
 import time
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_layer
 from django.db import connections, transaction
 
 from cloudpivot import ring_sender
@@ -178,6 +179,10 @@ class ReconcileDoorbell:
     Rings are kept while the ticker works (datagrams queue in the socket, messages in its channel), so
     a ring during a pass is never lost: the next wait returns at once. With a shared (Redis) channel
     layer a small thread relays the channel's messages into the socket, so there is one thing to wait on.
+    The thread receives on a loop of its own, so through a layer instance of its own: channels_redis
+    refuses a second loop's receive on one instance ("Two event loops are trying to receive() on one
+    channel layer at once"), and the process's instance is the websockets' and long-polls' (a consumer
+    that connected while a ticker ran in its process died of it).
     If the socket cannot be had (another ticker on this host holds it) waits simply time out.
     """
 
@@ -200,7 +205,8 @@ class ReconcileDoorbell:
         layer = get_channel_layer()
         if layer is not None and not isinstance(layer, InMemoryChannelLayer):
             self.loop = asyncio.new_event_loop()
-            self.relay = threading.Thread(target=self._relay, args=(layer,), name="reconcile-doorbell", daemon=True)
+            own = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)  # never the process's: see the docstring
+            self.relay = threading.Thread(target=self._relay, args=(own,), name="reconcile-doorbell", daemon=True)
             self.relay.start()
         return self
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import threading
 import time
@@ -124,3 +125,41 @@ def test_a_pass_longer_than_the_lease_keeps_it(world, monkeypatch):
         assert not ticker.lease_acquire("ticker", "a second ticker"), "another ticker took the lease mid-pass"
     finally:
         thread.join(timeout=30)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tickers_doorbell_beside_a_live_log_websocket_leaves_the_websocket_its_channel_layer(world):
+    """With Redis the doorbell's relay receives on a loop of its own (a thread). On the process's layer, that loop
+    and the websockets' would be two in one channels_redis instance, which refuses the second ("Two event loops are
+    trying to receive() on one channel layer at once"): a websocket that connected meanwhile died."""
+    from channels.db import database_sync_to_async as db
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
+    from channels.routing import URLRouter
+    from channels.testing import WebsocketCommunicator
+
+    from cloudpivot import realtime, ring_sender
+    from cloudpivot.routing import websocket_urlpatterns
+    from tests.builders import running, write_log
+
+    if isinstance(get_channel_layer(), InMemoryChannelLayer):
+        pytest.skip("the in-process layer has no relay: the doorbell is the socket alone")
+    task, attempt = await db(running)(world.bob)
+    with ReconcileDoorbell() as doorbell:
+        # The relay listens once a ring sent through the layer alone (not the socket) wakes the doorbell.
+        for _ in range(50):
+            ring_sender.sender().put([(realtime.RECONCILE_DOORBELL, {"type": "reconcile.doorbell"})])
+            if await asyncio.to_thread(doorbell.wait, 0.2):
+                break
+        else:
+            pytest.fail("the doorbell's relay never heard a ring")
+        await asyncio.sleep(0.3)  # the relay is back in its receive (the second one in would be refused)
+        comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/tasks/{task.pk}/?log_attempt=1")
+        comm.scope["user"] = world.bob
+        connected, _ = await comm.connect(timeout=5)
+        assert connected
+        await db(write_log)(attempt, b"hello\n")
+        text = ""
+        while text != "hello\n":
+            message = await comm.receive_json_from(timeout=5)
+            text += message["data"] if message["type"] == "log" else ""
+        await comm.disconnect()
