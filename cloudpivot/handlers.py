@@ -58,7 +58,7 @@ def stack_handler(base: type[BaseHandler], stack: str, *args, **kwargs) -> BaseH
 class RoutedASGIHandler:
     """The ASGI application for HTTP: each request to the handler of its stack. With CLOUDPIVOT_TOKEN_API_WSGI=true
     the bearer-token API goes through Django's WSGI handler in one thread hop (cloudpivot/wsgi_bridge.py): it has
-    no async view, and the ASGI handler's three hops cost more than its view (off by default: docs/decisions.md)."""
+    no async view, and the ASGI handler's three hops cost more than its view (the default: docs/decisions.md)."""
 
     def __init__(self) -> None:
         self.handlers = {stack: stack_handler(ASGIHandler, stack) for stack in (MACHINE, TOKEN_API, PAGES)}

@@ -7,8 +7,8 @@ cost 1.3–2.0 ms of CPU under uvicorn and 0.5 ms under gunicorn's WSGI workers 
 request path"). The REST API called with a bearer token has no async view, no websocket and no streamed
 answer, so `WSGIBridge` reads the body on the loop (spooled to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, as
 Django's ASGI handler does), runs the whole request (signals, middleware, view, close) through a WSGI handler
-in the sync thread in one hop (thread_sensitive, the thread every sync view of the process runs in, so
-database connections are used as before), and sends the answer from the loop.
+in one hop to a thread that lives as long as the process (cloudpivot/db_threads.py: it keeps its database
+connection, where Django's ASGI handler opens one per request), and sends the answer from the loop.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
+
+from cloudpivot import db_threads
 
 
 def wsgi_environ(scope: dict[str, Any], body: Any, length: int) -> dict[str, Any]:
@@ -75,10 +76,8 @@ class WSGIBridge:
                 if not message.get("more_body"):
                     break
             body.seek(0)
-            async with ThreadSensitiveContext():  # a sync thread per request, as Django's ASGI handler has
-                status, headers, content = await sync_to_async(self.respond, thread_sensitive=True)(
-                    wsgi_environ(scope, body, length)
-                )
+            # the request signals around the view close an unusable connection, as under any WSGI server
+            status, headers, content = await db_threads.run(self.respond, wsgi_environ(scope, body, length))
         finally:
             body.close()
         await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -20,14 +20,13 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import ValidationError
 
-from cloudpivot import realtime
+from cloudpivot import db_threads, realtime
 from cloudpivot.api import error_body, flatten_errors
 from cloudpivot.realtime import AGENT_DOORBELL
 from runner_api.limits import request_size_refusal
@@ -67,8 +66,8 @@ async def sync(request: HttpRequest) -> JsonResponse:
         return JsonResponse(error_body("invalid", f"{errors[0]['field']}: {errors[0]['message']}", errors), status=400)
     data = serializer.validated_data
     try:
-        scope = await sync_to_async(sync_scope)(
-            authorization=request.headers.get("Authorization", ""), claimed_agent=data["agent"]["name"]
+        scope = await db_threads.run_with_connection(
+            sync_scope, authorization=request.headers.get("Authorization", ""), claimed_agent=data["agent"]["name"]
         )
     except SyncRefused as exc:
         response = _error(401, "not_authenticated", str(exc))
@@ -85,11 +84,11 @@ async def sync(request: HttpRequest) -> JsonResponse:
         )
 
     if wait <= 0:
-        answer = await sync_to_async(apply)()
+        answer = await db_threads.run_with_connection(apply)
     else:  # a long-poll: listening from the start, so no ring is missed while it looks or holds off
         async with _doorbell() as channel:
             await _hold_off(scope)
-            answer = await sync_to_async(apply)()
+            answer = await db_threads.run_with_connection(apply)
             if not sync_has_news(answer, data["stopping"]):
                 answer = await _hold(scope, data, wait, channel) or answer
         if scope.agent_name:
@@ -154,7 +153,7 @@ async def _hold(scope: SyncScope, data: dict[str, Any], wait: float, channel: st
             channel = None
             await asyncio.sleep(min(1.0, max(0.0, deadline - loop.time())))
         await _hold_off(scope)
-        answer = await sync_to_async(sync_answer)(scope=scope, names=names)
+        answer = await db_threads.run_with_connection(sync_answer, scope=scope, names=names)
         if sync_has_news(answer, data["stopping"]):
             return answer
     return None

@@ -164,6 +164,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # Opening a connection parses the whole schema (~1.7 ms of CPU): a thread that lives on keeps its own.
+    # A request thread of the ASGI handler ends with its request, and its connection is closed with it.
+    DATABASES["default"]["CONN_MAX_AGE"] = None
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Under Daphne every request runs in a thread of its own; without a pool each one opens (and
     # closes) a connection, which is slow and, under load, exhausts the server's max_connections.
@@ -365,10 +368,11 @@ RUNNER_SERVER_URL = env.str("CLOUDPIVOT_RUNNER_SERVER_URL", default=f"http://127
 # The URL this host's agents (the `local` backend) use: `manage.py serve` gives them a web process of their own
 # on a port of their own (docs/decisions.md, "The agents' web process"); empty: RUNNER_SERVER_URL.
 AGENT_SERVER_URL = env.str("CLOUDPIVOT_AGENT_SERVER_URL", default="")
-# true: the bearer-token REST API through Django's WSGI handler in one thread hop under the ASGI server
-# (cloudpivot/wsgi_bridge.py). Off by default: it cut the CPU of every token-API request by 1.2-4.3 ms, but
-# the 200-task submit rate fell in both runs with it (docs/benchmarks.md, 2026-12-03 13:05-14:10), cause not found.
-TOKEN_API_WSGI = env.bool("CLOUDPIVOT_TOKEN_API_WSGI", default=False)
+# true (the default): the bearer-token REST API through Django's WSGI handler in one thread hop under the ASGI
+# server, on the threads of cloudpivot/db_threads.py that keep their database connection (cloudpivot/wsgi_bridge.py;
+# docs/decisions.md, "Threads that keep their database connection"); false: through Django's ASGI handler.
+TOKEN_API_WSGI = env.bool("CLOUDPIVOT_TOKEN_API_WSGI", default=True)
+DB_THREADS = env.int("CLOUDPIVOT_DB_THREADS", default=4)  # per web process: cloudpivot/db_threads.py
 RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", default=1.0)
 # Silence longer than this from a Runner makes its task UNKNOWN (never a silent re-run).
 RUNNER_HEARTBEAT_DEADLINE_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_DEADLINE_SECONDS", default=60.0)

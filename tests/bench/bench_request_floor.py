@@ -5,10 +5,12 @@ Starts CloudPivot as `make run` does (the host agent, qcluster; SQLite, or a fre
 DATABASE_URL and REDIS_URL) with tests/bench/floor_urls.py added to its URLs, once per set-up in
 BENCH_FLOOR_SETUPS (default "shared,own-asgi,own"; with gunicorn importable also "gunicorn"):
 - shared: uvicorn ×1 serves everything, the host agent's long-polls and syncs included (`--agent-processes 0`),
-  the token API through Django's ASGI handler: main before 2026-12-03, and the default on SQLite now;
+  the token API through Django's ASGI handler: main before 2026-12-03, and the SQLite layout before 2026-12-04;
 - own-asgi: uvicorn ×1 for the clients, and one more uvicorn process for the host agents on a port of their own
   (`--agent-processes 1`), the token API still through the ASGI handler;
-- own: the same with the token API through the WSGI bridge (cloudpivot/wsgi_bridge.py; off by default);
+- own: the same with the token API through the WSGI bridge (cloudpivot/wsgi_bridge.py): the PostgreSQL layout
+  since 2026-12-04;
+- shared-wsgi: as shared, with the token API through the WSGI bridge: the SQLite layout since 2026-12-04;
 - gunicorn: as "own", and the requests measured go to gunicorn (gthread, BENCH_GUNICORN_WORKERS workers ×
   4 threads, WSGI: cloudpivot.wsgi) on a port of its own, the candidate "a WSGI server with worker processes
   for HTTP beside uvicorn for websockets";
@@ -20,7 +22,11 @@ process and of the agents' web process too:
 - GET /api/v1/_floor/drf: an empty DRF view, bearer token checked;
 - POST /api/v1/_floor/drf: the same with a JSON body parsed, and audited (one INSERT, as every API write);
 - GET /api/v1/tasks/{id}, POST /api/v1/tasks (["true"], run by the host agent meanwhile).
-The first four are the floor a submit cannot go below on this stack. Figures, not assertions.
+The first four are the floor a submit cannot go below on this stack. Then, in the same run, two references:
+- a raw ASGI application under uvicorn (tests/bench/raw_asgi.py, no Django): the floor of the process model;
+- slurmrestd's submit rate with the same sequential client model (tests/bench/slurm_peer.py), the issue's
+  yardstick, unless the Slurm peer is not set up.
+Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -34,13 +40,15 @@ from collections.abc import Callable
 
 from tests import helpers
 from tests.bench import served as serving
+from tests.bench import slurm_peer
 
 SPEC = {"cloud": "local", "command": ["true"]}
-ASGI = {"CLOUDPIVOT_TOKEN_API_WSGI": "false"}  # the token API through Django's ASGI handler (the default)
+ASGI = {"CLOUDPIVOT_TOKEN_API_WSGI": "false"}  # the token API through Django's ASGI handler
 SETUPS = {  # name → (serve's arguments, environment)
     "shared": (("--agent-processes", "0"), ASGI),
     "own-asgi": (("--agent-processes", "1"), ASGI),
-    "own": (("--agent-processes", "1"), {"CLOUDPIVOT_TOKEN_API_WSGI": "true"}),  # the bridge (off by default)
+    "own": (("--agent-processes", "1"), {"CLOUDPIVOT_TOKEN_API_WSGI": "true"}),  # the bridge (the default)
+    "shared-wsgi": (("--agent-processes", "0"), {"CLOUDPIVOT_TOKEN_API_WSGI": "true"}),  # the bridge, one process
     "gunicorn": (("--agent-processes", "1"), ASGI),
 }
 AGENTS = "web for the agents (uvicorn)"
@@ -165,6 +173,24 @@ def run_setup(tmp_path, setup: str, requests: int) -> list[tuple[str, float, flo
     return rows
 
 
+def raw_asgi_floor(requests: int) -> tuple[float, float]:
+    """(requests/s, CPU ms per request) of tests/bench/raw_asgi.py under uvicorn with serve's loop and parser."""
+    port = helpers.free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--loop", "uvloop", "--http", "httptools", "--log-level", "warning"]
+        + ["--port", str(port), "tests.bench.raw_asgi:app"],
+        cwd=helpers.BASE_DIR,
+        start_new_session=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        helpers.wait_for(lambda: _answers(url), timeout=60, what="the raw ASGI app to answer")
+        target = Target(url, lambda: sum(serving.tree_cpu([process.pid]).values()))
+        return measure(target, "none", requests, lambda c: c.call("GET", "/"))
+    finally:
+        helpers.stop_process_group(process)
+
+
 def test_request_floor(tmp_path):
     requests = int(os.environ.get("BENCH_REQUESTS", "300"))
     results: dict[str, list] = {}
@@ -173,6 +199,10 @@ def test_request_floor(tmp_path):
         results[setup] = run_setup(tmp_path, setup, requests)
         loads.append(os.getloadavg()[0])
     names = list(results)
+    raw = raw_asgi_floor(requests)
+    why_not = slurm_peer.available()
+    slurm = None if why_not else slurm_peer.measure(n=requests, serial_n=1)
+    loads.append(os.getloadavg()[0])
     database = "PostgreSQL + Redis" if serving.scale_out_requested() else "embedded default (SQLite)"
     print(f"\n=== Request floor, {database}, one sequential client, {requests} requests each")
     print(f"load average (1 min) at the start and after each set-up: {' → '.join(f'{load:.1f}' for load in loads)}")
@@ -185,3 +215,9 @@ def test_request_floor(tmp_path):
             cells.append(f"{rate:.0f} · {cpu:.2f}" + (f" (every process {every})" if every else ""))
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("(every process: CPU ms per submit summed over CloudPivot's processes; in brackets the agents' web process)")
+    print(f"raw ASGI app under uvicorn, no Django (tests/bench/raw_asgi.py): {raw[0]:.0f}/s · {raw[1]:.2f} ms")
+    if slurm:
+        rate = slurm["submit_rate"]
+        print(f"slurmrestd, the same client model, {requests} × sbatch of `true` (Slurm peer): {rate:.0f}/s")
+    else:
+        print(f"slurmrestd: not measured ({why_not})")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
@@ -19,6 +20,15 @@ from cloudpivot.recent import recent_clear
 from clusters.models import CloudConnection
 from tests import builders
 from tests.stack_client import routed
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _database_work_in_the_test_thread():
+    """The test client calls an async view from the test's thread, whose transaction holds the test's rows: its
+    database work runs there (cloudpivot/db_threads.py), not in the web process's own threads. Servers the
+    tests start in subprocesses keep the default."""
+    settings.DB_THREADS = 0
+    yield
 
 
 @pytest.fixture(autouse=True)
