@@ -87,12 +87,13 @@ def test_a_timed_out_vm_is_held_too_and_deleted_when_the_hold_ends(held_os, api,
     assert held_os.conn.compute.get_server(server_id).status == "ACTIVE"
     assert cleanups_pending(now=attempt.hold_until - dt.timedelta(seconds=1)) == 0  # not before the hold ends
     assert held_os.conn.compute.get_server(server_id).status == "ACTIVE"
-    helpers.wait_for(
+    helpers.wait_for(  # the server can be gone before a pass finds it gone and calls the cleanup done
         lambda: (
             cleanups_pending(now=attempt.hold_until + dt.timedelta(seconds=1)) is not None
             and not servers_named(held_os, attempt.external_name)
+            and task.attempts.get().cleanup_state == "done"
         ),
         timeout=60,
-        what="the server deleted after the hold",
+        what="the server deleted after the hold and the cleanup done",
     )
     assert AuditEntry.objects.filter(action="tasks:debug-hold-expired", object_ref=attempt.external_name).exists()

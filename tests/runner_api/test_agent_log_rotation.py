@@ -38,6 +38,14 @@ def stop(agent: subprocess.Popen) -> None:
     agent.wait(timeout=30)
 
 
+def text(path: Path) -> str:
+    """A file's text; "" while a rotation has renamed it and not yet made the next one."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def test_agent_log_is_rotated_by_size_keeping_the_newest_files(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -46,21 +54,18 @@ def test_agent_log_is_rotated_by_size_keeping_the_newest_files(tmp_path):
     (runs / "agent.log.1").write_text("before 1\n")
     (runs / "agent.log.2").write_text("before 2\n")
     agent = start_agent(runs, log, "--log-max-bytes", str(LIMIT), "--log-keep", "2")
-    try:
-        helpers.wait_for(lambda: "serving" in log.read_text(), timeout=30, what="the agent's first line")
-        assert (runs / "agent.log.1").read_text() == "before 0\n" * 50
-        assert (runs / "agent.log.2").read_text() == "before 1\n"  # `before 2` went: two files are kept
+    try:  # a loaded machine may see several rotations between two looks: only what no timing changes is asserted
         helpers.wait_for(
-            lambda: "sync failed" in (runs / "agent.log.1").read_text(),
+            lambda: "sync failed" in text(runs / "agent.log.1"),
             timeout=60,
             what="agent.log rotated again while the agent runs",
         )
     finally:
         stop(agent)
     assert "stopping" in log.read_text()  # the last line, in the fresh file
-    assert (runs / "agent.log.2").read_text().startswith(("before 0", "cloudpivot-agent: "))
     assert sorted(p.name for p in runs.glob("agent.log*")) == ["agent.log", "agent.log.1", "agent.log.2"]
-    for path in runs.glob("agent.log*"):
+    assert not any("before 1" in p.read_text() or "before 2" in p.read_text() for p in runs.glob("agent.log*"))
+    for path in runs.glob("agent.log*"):  # two files kept, each within the limit (but the one it found)
         if "before" not in path.read_text():
             assert 0 < path.stat().st_size <= LIMIT, (path.name, path.read_text())
 
