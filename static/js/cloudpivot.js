@@ -39,9 +39,19 @@
       var field = event.target;
       var verdict = document.getElementById("fit-verdict");
       if (!verdict || !field.form || !field.form.contains(verdict)) return;
-      if (field.hasAttribute("hx-post") || field.hasAttribute("hx-get")) return;
+      if (field.hasAttribute("hx-post") || field.hasAttribute("hx-get") || field.hasAttribute("data-rerender")) return;
       askFit();
     });
+  });
+
+  // A field that re-renders the part of the form it is in (data-rerender) is swapped along with it, and htmx
+  // wires a swapped-in element up only once the swap settles: a change in that instant would be lost. So the
+  // request sits on the host around that part (data-rerender-host, never swapped), asked from here.
+  document.addEventListener("change", function (event) {
+    var field = event.target;
+    if (!window.htmx || !field.hasAttribute || !field.hasAttribute("data-rerender")) return;
+    var host = field.closest("[data-rerender-host]");
+    if (host) window.htmx.trigger(host, "cp-rerender");
   });
   document.addEventListener("htmx:afterSettle", function (event) {
     var detail = event.detail || {};
