@@ -40,29 +40,40 @@ class SlowProxy:
                 client, _ = self.listener.accept()
             except OSError:  # closed
                 return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+            threading.Thread(target=self._forward, args=(client,), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
+    def _forward(self, client: socket.socket) -> None:
+        """Client to server. The server is dialled once the first request was held back, not before: a
+        server that drops a connection idle a few seconds (uWSGI, Nova's API here) must not see one wait."""
+        upstream: socket.socket | None = None
         try:
-            while data := source.recv(65536):
+            while data := client.recv(65536):
                 method, _, rest = data.split(b"\r\n", 1)[0].partition(b" ")
-                if requests and method in METHODS:
+                if method in METHODS:
                     path = rest.split(b" ")[0].split(b"?")[0].decode(errors="replace")
                     with self._lock:
                         self.requests.append((method.decode(), path))
                     if self.slow(method.decode(), path):
                         self._hold()
-                sink.sendall(data)
+                if upstream is None:
+                    upstream = socket.create_connection(self.target)
+                    threading.Thread(target=self._back, args=(upstream, client), daemon=True).start()
+                upstream.sendall(data)
         except OSError:
             pass
         finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _close(client, upstream)
+
+    @staticmethod
+    def _back(upstream: socket.socket, client: socket.socket) -> None:
+        """Server to client, as it comes."""
+        try:
+            while data := upstream.recv(65536):
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(upstream, client)
 
     def _hold(self) -> None:
         with self._lock:
@@ -81,3 +92,13 @@ class SlowProxy:
 def job_creates(method: str, path: str) -> bool:
     """Only `POST …/jobs`: a cloud whose creates are slow and whose reads are not."""
     return method == "POST" and path.endswith("/jobs")
+
+
+def _close(*ends: socket.socket | None) -> None:
+    for end in ends:
+        if end is None:
+            continue
+        try:
+            end.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

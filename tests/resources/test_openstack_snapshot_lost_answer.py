@@ -1,0 +1,79 @@
+"""A snapshot whose answer is lost, on the real development OpenStack.
+
+Nova goes on with a createImage after its client gave up (a volume-booted server's snapshot can outlast
+the API timeout on a busy cloud: nova-api makes the Cinder snapshot before it answers). Played for real: a
+proxy in front of Nova holds the createImage request back longer than the connection's API timeout, then
+passes it on. The Operation must adopt the image Nova made (known by its `cloudpivot_snapshot` property)
+rather than fail, and must not ask twice (a second image).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from resources.models import Snapshot
+from tests.clusters.slow_proxy import SlowProxy
+from tests.resources.test_openstack_instances import act, create, finished
+
+pytestmark = [pytest.mark.e2e]
+
+API_TIMEOUT = 10  # seconds: every other call of the test answers well within it, even on a loaded box
+HELD_BACK = 14  # the createImage reaches Nova this late: its answer is lost to CloudPivot
+
+
+class FirstActionOnceArmed:
+    """Picks the first `POST …/servers/<id>/action` after `arm()`: the snapshot's createImage (the Operation
+    reads the server with GETs before it), not the console reads (also actions) of the create's read-back."""
+
+    def __init__(self) -> None:
+        self.armed = threading.Event()
+
+    def arm(self) -> None:
+        self.armed.set()
+
+    def __call__(self, method: str, path: str) -> bool:
+        if self.armed.is_set() and method == "POST" and path.endswith("/action"):
+            self.armed.clear()
+            return True
+        return False
+
+
+def test_a_snapshot_whose_answer_was_lost_adopts_the_image_nova_made(os_instances, api, snapshot_filler, tmp_path):
+    conn = os_instances.conn
+    nova = conn.compute.get_endpoint()  # http://127.0.0.1:8774/v2.1
+    creates_image = FirstActionOnceArmed()
+    proxy = SlowProxy(nova, delay=HELD_BACK, slow=creates_image)
+    clouds = yaml.safe_load(Path(os_instances.cloud.clouds_yaml).read_text())
+    entry = clouds["clouds"][os_instances.cloud.cloud]
+    entry["compute_endpoint_override"] = proxy.url + nova.split(":8774", 1)[1]
+    clouds_yaml = tmp_path / "through-the-proxy.yaml"
+    clouds_yaml.write_text(yaml.safe_dump(clouds))
+    connection = os_instances.connection
+    connection.credentials_ref = str(clouds_yaml)
+    connection.options = {**connection.options, "api_timeout_seconds": API_TIMEOUT}
+    connection.save()
+    try:
+        response = create(api)
+        assert response.status_code == 202, response.json()
+        instance_id = finished(api, response.json()["id"])["instance"]
+
+        creates_image.arm()
+        operation = act(api, instance_id, action="snapshot", name="kept")
+
+        snapshot = Snapshot.objects.get(pk=operation["snapshot"])
+        assert proxy.most_held == 1 and not creates_image.armed.is_set()  # the createImage was held back
+        actions = [a.action for a in conn.compute.server_actions(snapshot.instance.server_id)]
+        assert actions.count("createImage") == 1, actions  # asked once: the lost answer was not asked again
+        made = [
+            image.id
+            for image in conn.image.images(name="kept")
+            if (image.properties or {}).get("cloudpivot_snapshot") == str(snapshot.pk)
+        ]
+        assert made == [snapshot.image_id]
+        assert snapshot.status == "available" and conn.image.get_image(snapshot.image_id).status == "active"
+    finally:
+        proxy.close()
