@@ -25,7 +25,7 @@ BARS = [
     ("Memory (tasks and instances)", "max_memory_mb", "both", ("memory_mb", "memory_mb"), "MB"),
     ("GPUs", "max_gpus", "tasks", ("gpus",), ""),
     ("Instances", "max_instances", "instances", ("instances",), ""),
-    ("Instance disks", "max_volume_gb", "instances", ("volume_gb",), "GB"),
+    ("Instance disks and volumes", "max_volume_gb", "instances", ("volume_gb",), "GB"),
 ]
 
 

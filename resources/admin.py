@@ -55,6 +55,8 @@ class InstanceAdmin(admin.ModelAdmin):
         "memory_mb",
         "disk_gb",
         "image",
+        "volumes",
+        "volumes_gb",
         "desired_power_state",
         "boot_id",
         "status",

@@ -49,6 +49,10 @@ class Instance(BaseModel):
     )
     server_id = models.CharField(max_length=64, blank=True, help_text="The cloud's id (a Nova server UUID).")
     root_volume_ref = models.CharField(max_length=64, blank=True, help_text="Kept on delete unless purged.")
+    volumes = models.JSONField(
+        default=list, blank=True, help_text="Blank data volumes asked for at create: [{name, size_gb}]."
+    )
+    volumes_gb = models.PositiveIntegerField(default=0, help_text="Those volumes' GB (count as volume GB).")
     ssh_keys = models.JSONField(
         default=list, blank=True, help_text="The owner's keys it was given at create: [{name, fingerprint}]."
     )

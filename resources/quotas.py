@@ -51,14 +51,14 @@ def kept_volumes_holding(*, project_id: int, connection_id: int | None):
 
 def instance_usage(*, project_id: int, connection_id: int | None) -> InstanceFootprint:
     totals = holding_instances(project_id=project_id, connection_id=connection_id).aggregate(
-        vcpus=Sum("vcpus"), memory_mb=Sum("memory_mb"), volume_gb=Sum("disk_gb")
+        vcpus=Sum("vcpus"), memory_mb=Sum("memory_mb"), volume_gb=Sum("disk_gb"), volumes_gb=Sum("volumes_gb")
     )
     kept = kept_volumes_holding(project_id=project_id, connection_id=connection_id).aggregate(gb=Sum("size_gb"))
     return InstanceFootprint(
         instances=holding_instances(project_id=project_id, connection_id=connection_id).count(),
         vcpus=totals["vcpus"] or 0,
         memory_mb=totals["memory_mb"] or 0,
-        volume_gb=(totals["volume_gb"] or 0) + (kept["gb"] or 0),
+        volume_gb=(totals["volume_gb"] or 0) + (totals["volumes_gb"] or 0) + (kept["gb"] or 0),
     )
 
 

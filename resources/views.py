@@ -8,13 +8,16 @@ to one view that calls the same services as the API, so the state table, quotas 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.models import Role, SshKey
@@ -33,7 +36,7 @@ from resources.choices import (
     state_table_key,
 )
 from resources.fit import instance_fit
-from resources.forms import InstanceLaunchForm
+from resources.forms import InstanceLaunchForm, parse_volumes
 from resources.launch import SNAPSHOT_PREFIX, launch_choices, launch_clouds
 from resources.models import Instance
 from resources.services import reclaim
@@ -159,6 +162,13 @@ def instance_fit_verdict(request: HttpRequest) -> HttpResponse:
     if image and not image.startswith(SNAPSHOT_PREFIX):
         data["image"] = image
     try:
+        volumes = parse_volumes(post.get("volumes", ""))
+    except ValidationError as exc:
+        context["problem"] = exc.messages[0]
+        return render(request, "partials/_fit_verdict.html", context)
+    if volumes:
+        data["volumes"] = volumes
+    try:
         context["verdict"] = instance_fit(user=request.user, data=data, image_needed=False)
     except ApplicationError as exc:
         context["problem"] = exc.errors[0]["message"] if exc.errors else exc.message
@@ -168,10 +178,15 @@ def instance_fit_verdict(request: HttpRequest) -> HttpResponse:
 def _launch(request: HttpRequest, form: InstanceLaunchForm):
     """The API's path: InstanceCreateSerializer, then instance_create (a snapshot: the restore's create)."""
     data = {key: form.cleaned_data[key] for key in ("name", "cloud", "project", "flavor", "image")}
+    if form.cleaned_data["volumes"]:
+        data["volumes"] = form.cleaned_data["volumes"]
     key = form.cleaned_data.get("idempotency_key") or ""
     image = data.pop("image")
     snapshot = None
     if image.startswith(SNAPSHOT_PREFIX):
+        if data.get("volumes"):
+            form.add_error("volumes", "a launch from a snapshot takes no extra volumes yet: leave this empty")
+            return None
         serializer = SnapshotRestoreSerializer(data={k: data[k] for k in ("name", "flavor", "project")})
         try:
             snapshot = selectors.snapshot_get_for_user(user=request.user, snapshot_id=image[len(SNAPSHOT_PREFIX) :])
@@ -217,7 +232,10 @@ def _detail_context(request: HttpRequest, instance: Instance) -> dict[str, Any]:
         "can_act": can_act,
         "buttons": buttons,
         "can_snapshot": idle and instance.status in ALLOWED_FROM["snapshot"],
-        "can_restore": idle and instance.status in ALLOWED_FROM["restore"],
+        # a volume-booted server cannot be rebuilt from its snapshot (resources/backends/openstack.py): a copy can
+        "can_restore": idle and instance.status in ALLOWED_FROM["restore"] and not instance.root_volume_ref,
+        "launch_from_snapshot": f"{reverse('resources:instance_launch')}?"
+        + urlencode({"cloud": instance.connection.cloud_id, "project": instance.project.slug}),
         "can_delete": can_act and in_flight is None and instance.status != InstanceStatus.DELETED,
         "operations": instance.operations.select_related("requested_by").order_by("-created_at")[:50],
         "snapshots": instance.snapshots.exclude(status=SnapshotStatus.DELETED).order_by("-created_at"),

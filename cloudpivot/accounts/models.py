@@ -120,7 +120,9 @@ class Quota(BaseModel):
     max_memory_mb = models.PositiveBigIntegerField(null=True, blank=True)
     max_gpus = models.PositiveIntegerField(null=True, blank=True)
     max_instances = models.PositiveIntegerField(null=True, blank=True, help_text="Persistent VM instances.")
-    max_volume_gb = models.PositiveIntegerField(null=True, blank=True, help_text="Instances' root disks, in GB.")
+    max_volume_gb = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Instances' root disks and volumes, in GB."
+    )
     max_snapshots = models.PositiveIntegerField(null=True, blank=True, help_text="Kept snapshots; oldest pruned.")
     max_snapshot_gb = models.PositiveIntegerField(null=True, blank=True, help_text="Snapshot GB; oldest pruned.")
     snapshot_retention_days = models.PositiveIntegerField(

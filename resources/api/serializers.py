@@ -40,11 +40,37 @@ class OperationSerializer(serializers.ModelSerializer):
         return operation.requested_by.get_username() if operation.requested_by else "cloudpivot"
 
 
+MAX_VOLUMES = 8  # extra data volumes per instance (Nova's own default limit of attachments is far above)
+
+
+class InstanceVolumeSerializer(JSONTypes, serializers.Serializer):
+    """One extra data volume: a blank disk made and attached with the server, kept or purged with it."""
+
+    size_gb = serializers.IntegerField(min_value=1, max_value=65536, help_text="A blank volume of this many GB.")
+    name = serializers.RegexField(
+        r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,31}$",
+        max_length=32,
+        required=False,
+        help_text="A short label of your own (shown with the instance).",
+        error_messages={"invalid": "up to 32 letters, digits, '.', '_' and '-', starting with a letter or digit"},
+    )
+
+
+class InstanceVolumeViewSerializer(serializers.Serializer):
+    """An instance's extra data volume as asked for at create."""
+
+    name = serializers.CharField(read_only=True, help_text='Its label ("" when none was given).')
+    size_gb = serializers.IntegerField(read_only=True)
+
+
 class InstanceSerializer(serializers.ModelSerializer):
     project = serializers.CharField(source="project.slug", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
     cloud = serializers.CharField(source="connection.cloud_id", read_only=True)
     operation = OperationSerializer(read_only=True, allow_null=True)
+    volumes = InstanceVolumeViewSerializer(
+        many=True, read_only=True, help_text="Blank data volumes made and attached with it at create."
+    )
     ssh_command = serializers.SerializerMethodField(
         help_text="Ready to copy once the instance has an address and keys (through the jump host, if any)."
     )
@@ -74,6 +100,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             "memory_mb",
             "disk_gb",
             "image",
+            "volumes",
             "desired_power_state",
             "boot_id",
             "status",
@@ -183,6 +210,24 @@ class InstanceCreateSerializer(JSONTypes, serializers.Serializer):
         max_length=50,
         help_text="Names of your SSH keys the instance gets (omitted: all your keys; [] for none).",
     )
+    volumes = InstanceVolumeSerializer(
+        many=True,
+        required=False,
+        max_length=MAX_VOLUMES,
+        help_text=f"Blank data volumes made and attached with the instance (at most {MAX_VOLUMES}); "
+        "their GB count against max_volume_gb with the root disk.",
+    )
+
+    def validate_volumes(self, volumes):
+        seen: set[str] = set()
+        errors: list[dict] = []
+        for volume in volumes:
+            name = volume.get("name") or ""
+            errors.append({"name": [f"{name!r} is given twice"]} if name and name in seen else {})
+            seen.add(name)
+        if any(errors):
+            raise serializers.ValidationError(errors)
+        return [{"name": v.get("name") or "", "size_gb": v["size_gb"]} for v in volumes]
 
     def validate(self, attrs):
         if attrs.get("flavor") and (attrs.get("vcpus") or attrs.get("memory_mb")):

@@ -14,6 +14,7 @@ from clusters.backends.base import BackendError
 
 __all__ = [
     "BackendError",
+    "DataVolume",
     "FlavorView",
     "ImageView",
     "InstanceBackend",
@@ -87,12 +88,21 @@ class VolumeView:
 
 
 @dataclass(frozen=True)
+class DataVolume:
+    """An extra blank disk asked for at create, beside the root disk (the request's `volumes`)."""
+
+    size_gb: int
+    name: str = ""  # the user's label, "" for none
+
+
+@dataclass(frozen=True)
 class CreateRequest:
     instance_id: str
     name: str
     flavor_id: str
     image: str
     user_data: str = ""  # a #cloud-config document (resources.access: the owner's SSH keys), "" for none
+    volumes: tuple[DataVolume, ...] = ()  # blank data volumes made and attached with the server
 
 
 class InstanceBackend:
@@ -161,6 +171,15 @@ class InstanceBackend:
 
     def delete_image(self, image_id: str) -> None:
         raise NotImplementedError
+
+    def image_volume_snapshots(self, image_id: str) -> dict[str, str]:
+        """The block-storage snapshots an image boots from that still exist, each with its status ({}: none;
+        OpenStack: a volume-booted server's snapshot image names its root volume's Cinder snapshot)."""
+        return {}
+
+    def delete_image_volume_snapshots(self, image_id: str) -> dict[str, str]:
+        """Ask for those snapshots' delete (not waiting); returns them as they were found before."""
+        return {}
 
     def rebuild(self, server_id: str, *, image_id: str) -> None:
         raise NotImplementedError

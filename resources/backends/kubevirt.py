@@ -14,7 +14,8 @@ Connection options (docs/backends/kubevirt.md):
   when set, only these names are accepted; when not, any container image reference is.
 - `vm_root_disk`: `"containerdisk"` (default: an ephemeral root disk straight from the image) or
   `{"size_gb": 10, "storage_class": "..."}`: a DataVolume imported from the image by CDI, which
-  outlives the VM on delete and is what a VirtualMachineSnapshot captures.
+  outlives the VM on delete and is what a VirtualMachineSnapshot captures. Only then can an instance ask for
+  extra data volumes (`volumes` at create): blank DataVolumes of the same storage class, kept or purged with it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ LAST_RESTORE = "restore.kubevirt.io/lastRestoreUID"  # "<restore name>-<restore 
 NOT_SERVED = "VM instances not available on this cluster"
 ROOT_DISK = "rootdisk"
 CLOUD_INIT_DISK = "cloudinitdisk"
+DATA_DISK = "datadisk"  # + the volume's index: "datadisk0" (the user's label is an annotation, not a name)
+ANNOTATION_LABEL = "cloudpivot.io/volume-name"
 
 DEFAULT_FLAVORS: dict[str, dict[str, int]] = {
     "small": {"vcpus": 1, "memory_mb": 2048},
@@ -293,19 +296,32 @@ class KubeVirtInstances(InstanceBackend):
         }
         volumes = spec["template"]["spec"]["volumes"]
         if self.has_block_storage:
-            root = self.options["vm_root_disk"]
-            storage: dict[str, Any] = {"resources": {"requests": {"storage": f"{flavor.disk_gb or 10}Gi"}}}
-            if root.get("storage_class"):
-                storage["storageClassName"] = root["storage_class"]
             spec["dataVolumeTemplates"] = [
                 {
                     "metadata": {"name": f"{name}-root", "labels": dict(labels)},
-                    "spec": {"source": {"registry": {"url": f"docker://{request.image}"}}, "storage": storage},
+                    "spec": {
+                        "source": {"registry": {"url": f"docker://{request.image}"}},
+                        "storage": self._storage(flavor.disk_gb or 10),
+                    },
                 }
             ]
             volumes.append({"name": ROOT_DISK, "dataVolume": {"name": f"{name}-root"}})
         else:
             volumes.append({"name": ROOT_DISK, "containerDisk": {"image": request.image}})
+        for index, volume in enumerate(request.volumes):  # blank data disks: DataVolumes like the root's
+            disk, data_volume = f"{DATA_DISK}{index}", f"{name}-{DATA_DISK}{index}"
+            spec.setdefault("dataVolumeTemplates", []).append(
+                {
+                    "metadata": {
+                        "name": data_volume,
+                        "labels": dict(labels),
+                        "annotations": {ANNOTATION_LABEL: volume.name},
+                    },
+                    "spec": {"source": {"blank": {}}, "storage": self._storage(volume.size_gb)},
+                }
+            )
+            spec["template"]["spec"]["domain"]["devices"]["disks"].append({"name": disk, "disk": {"bus": "virtio"}})
+            volumes.append({"name": disk, "dataVolume": {"name": data_volume}})
         if request.user_data:  # the owner's SSH keys (resources.access): cloud-init's NoCloud source
             spec["template"]["spec"]["domain"]["devices"]["disks"].append(
                 {"name": CLOUD_INIT_DISK, "disk": {"bus": "virtio"}}
@@ -325,6 +341,14 @@ class KubeVirtInstances(InstanceBackend):
             },
             "spec": spec,
         }
+
+    def _storage(self, size_gb: int) -> dict[str, Any]:
+        """A DataVolume's storage: the size, and the storage class of the connection's vm_root_disk if named."""
+        storage: dict[str, Any] = {"resources": {"requests": {"storage": f"{size_gb}Gi"}}}
+        root = self.options.get("vm_root_disk")
+        if isinstance(root, dict) and root.get("storage_class"):
+            storage["storageClassName"] = root["storage_class"]
+        return storage
 
     def start(self, server_id: str) -> None:
         self._run_strategy(server_id, RUN_STRATEGY_RUNNING, "starting")

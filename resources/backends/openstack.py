@@ -9,6 +9,8 @@ local object: its wait helpers return at once when the local copy already shows 
 from __future__ import annotations
 
 import base64
+import json
+import time
 from typing import Any
 
 from django.conf import settings
@@ -29,10 +31,11 @@ from resources.backends.base import (
     VolumeView,
 )
 from resources.backends.guest_probe import BASELINE_UNREAD, last_boot_marker, ssh_banner
-from resources.choices import InstanceStatus
+from resources.choices import Action, InstanceStatus
 
 META_INSTANCE = "cloudpivot_instance"
 META_INSTANCE_NAME = "cloudpivot_instance_name"
+SNAPSHOT_LOOK_INTERVAL_SECONDS = 2
 CONSOLE_LINES = 200  # enough for cloud-init's last words to be in it, however chatty the boot was
 
 # Nova status → portal status when no task is in flight.
@@ -93,9 +96,7 @@ class OpenStackInstances(InstanceBackend):
         if found is None:
             raise BackendError(f"the {self.connection.cloud_id} cloud has no flavor {name!r}", kind="not_found")
         flavor = self._call(f"reading flavor {name!r}", self._conn().compute.get_flavor, found.id)
-        return FlavorView(
-            id=flavor.id, name=flavor.name, vcpus=flavor.vcpus or 0, memory_mb=flavor.ram or 0, disk_gb=flavor.disk or 0
-        )
+        return self._flavor_view(flavor.id, flavor.name, flavor.vcpus, flavor.ram, flavor.disk)
 
     def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
         """The smallest flavor with at least this many vCPU and MB (then the smallest disk)."""
@@ -107,9 +108,7 @@ class OpenStackInstances(InstanceBackend):
                 kind="not_found",
             )
         best = min(fitting, key=lambda f: (f.vcpus or 0, f.ram or 0, f.disk or 0, f.name or ""))
-        return FlavorView(
-            id=best.id, name=best.name, vcpus=best.vcpus or 0, memory_mb=best.ram or 0, disk_gb=best.disk or 0
-        )
+        return self._flavor_view(best.id, best.name, best.vcpus, best.ram, best.disk)
 
     def image_ref(self, name: str) -> str:
         image = self._call(f"finding image {name!r}", self._conn().image.find_image, name, ignore_missing=True)
@@ -121,11 +120,20 @@ class OpenStackInstances(InstanceBackend):
     def flavors(self) -> list[FlavorView]:
         """The inventory's flavor list (clusters.backends.openstack.inventory), smallest first."""
         return [
-            FlavorView(
-                id=f["id"], name=f["name"], vcpus=f["vcpus"] or 0, memory_mb=f["ram_mb"] or 0, disk_gb=f["disk_gb"] or 0
-            )
+            self._flavor_view(f["id"], f["name"], f["vcpus"], f["ram_mb"], f["disk_gb"])
             for f in inventory(self.client, "flavors")
         ]
+
+    def _flavor_view(self, id: str, name: str, vcpus: int | None, ram: int | None, disk: int | None) -> FlavorView:
+        """A flavor as CloudPivot counts it: on a `root_disk: volume` connection its disk is the root volume's
+        size, at least 1 GB (what create() asks Cinder for, so what the volume quota must count)."""
+        disk_gb = self.root_volume_gb(disk or 0) if self.boots_from_volume else disk or 0
+        return FlavorView(id=id, name=name, vcpus=vcpus or 0, memory_mb=ram or 0, disk_gb=disk_gb)
+
+    @staticmethod
+    def root_volume_gb(flavor_disk_gb: int) -> int:
+        """A flavor with no disk (0 GB: "the image's size") still gets a volume: Cinder's smallest, 1 GB."""
+        return max(1, flavor_disk_gb)
 
     def images(self) -> list[tuple[str, str]]:
         """The inventory's active images, by id (names may repeat in Glance), named for people."""
@@ -168,7 +176,10 @@ class OpenStackInstances(InstanceBackend):
             if exc.kind == "not_found":
                 return None
             raise
-        return ImageView(id=image.id, status=image.status or "", ready=image.status == "active", size_bytes=image.size)
+        size = image.size
+        if not size:  # a volume-booted server's snapshot: the bytes are in Cinder, its GB in the mapping
+            size = sum(int(m.get("volume_size") or 0) for m in _volume_snapshots(image)) * 2**30 or size
+        return ImageView(id=image.id, status=image.status or "", ready=image.status == "active", size_bytes=size)
 
     def console_log(self, server_id: str, *, lines: int) -> str:
         """Nova asks nova-compute over RPC and waits; seen here: the first such call a fresh nova-api worker
@@ -265,10 +276,31 @@ class OpenStackInstances(InstanceBackend):
                     "uuid": request.image,
                     "source_type": "image",
                     "destination_type": "volume",
-                    "volume_size": max(1, flavor.disk or 0),
+                    "volume_size": self.root_volume_gb(flavor.disk or 0),
                     "delete_on_termination": False,
                 }
             ]
+        if request.volumes:  # blank data volumes: Nova has Cinder make and attach them; deleted with the server
+            # unless a delete keeps them (openstack_volumes.keep_on_delete), like the root volume
+            blank = [
+                {
+                    "boot_index": -1,
+                    "source_type": "blank",
+                    "destination_type": "volume",
+                    "volume_size": volume.size_gb,
+                    "delete_on_termination": True,
+                }
+                for volume in request.volumes
+            ]
+            # with BDMs Nova wants the boot device among them: an image-booted server's root is a local one
+            local_root = {
+                "boot_index": 0,
+                "uuid": request.image,
+                "source_type": "image",
+                "destination_type": "local",
+                "delete_on_termination": True,
+            }
+            arguments["block_device_mapping"] = arguments.get("block_device_mapping", [local_root]) + blank
         if request.user_data:  # Nova takes it base64-encoded; it reaches the guest's metadata service
             arguments["user_data"] = base64.b64encode(request.user_data.encode()).decode()
         arguments |= self.client.placement_arguments()
@@ -297,23 +329,90 @@ class OpenStackInstances(InstanceBackend):
         self._call("resuming the server", self._conn().compute.resume_server, server_id)
 
     def snapshot(self, server_id: str, *, name: str, metadata: dict[str, str]) -> str:
+        """Nova's createImage is not idempotent, and Nova goes on with it after its client gave up: for a
+        volume-booted server nova-api makes the Cinder snapshot before it answers, which can outlast the API
+        timeout on a busy cloud. So the image made as this snapshot (its `cloudpivot_snapshot` property) is
+        adopted, before the call (a resume after a lost answer) and after a call whose answer was lost."""
+        made_as = metadata.get("cloudpivot_snapshot", "")
+        found = self.snapshot_image(made_as, name=name) if made_as else None
+        if found:
+            return found
         metadata = {**metadata, META_INSTALLATION: str(settings.INSTALLATION_ID)}
-        image = self._call(
-            "snapshotting the server",
-            self._conn().compute.create_server_image,
-            server_id,
-            name=name,
-            metadata=metadata,
-            wait=False,
-        )
+        try:
+            image = self._call(
+                "snapshotting the server",
+                self._conn().compute.create_server_image,
+                server_id,
+                name=name,
+                metadata=metadata,
+                wait=False,
+            )
+        except BackendError as exc:
+            if exc.kind != "transient" or not made_as:
+                raise
+            found = self._await_snapshot_image(made_as, name=name)
+            if found is None:
+                raise
+            return found
         return image if isinstance(image, str) else image.id
 
+    def snapshot_image(self, made_as: str, *, name: str) -> str | None:
+        """The id of the image made as CloudPivot snapshot `made_as` (named `name`), if there is one."""
+        conn = self._conn()
+        images = self._call(f"looking for the image of snapshot {name!r}", lambda: list(conn.image.images(name=name)))
+        return next((i.id for i in images if (i.properties or {}).get("cloudpivot_snapshot") == made_as), None)
+
+    def _await_snapshot_image(self, made_as: str, *, name: str) -> str | None:
+        """After a lost answer: Nova may still be making the image. Looked for as long as a call may take, thrice."""
+        give_up = time.monotonic() + 3 * float(self.client.options["api_timeout_seconds"])
+        while True:
+            try:
+                found = self.snapshot_image(made_as, name=name)
+            except BackendError as exc:
+                if exc.kind != "transient":
+                    raise
+                found = None
+            if found or time.monotonic() > give_up:
+                return found
+            time.sleep(SNAPSHOT_LOOK_INTERVAL_SECONDS)
+
     def delete_image(self, image_id: str) -> None:
+        """Delete the image, and first the Cinder snapshots it names: a prune (services.snapshots) does not wait
+        for them to go; the delete Operation has waited already (run.py)."""
+        self.delete_image_volume_snapshots(image_id)
         try:
             self._call(f"deleting image {image_id}", self._conn().image.delete_image, image_id, ignore_missing=True)
         except BackendError as exc:
             if exc.kind != "not_found":
                 raise
+
+    def image_volume_snapshots(self, image_id: str) -> dict[str, str]:
+        conn = self._conn()
+        try:
+            image = self._call(f"reading image {image_id}", conn.image.get_image, image_id)
+        except BackendError as exc:
+            if exc.kind == "not_found":
+                return {}
+            raise
+        found = {}
+        for mapping in _volume_snapshots(image):
+            ref = mapping["snapshot_id"]
+            snapshot = self._call(f"reading volume snapshot {ref}", conn.block_storage.find_snapshot, ref)
+            if snapshot is not None:
+                found[ref] = snapshot.status or "unknown"
+        return found
+
+    def delete_image_volume_snapshots(self, image_id: str) -> dict[str, str]:
+        found = self.image_volume_snapshots(image_id)
+        for ref, status in found.items():
+            if status not in ("available", "error"):  # what Cinder's API deletes: not one being made or deleted
+                continue
+            try:
+                self._call(f"deleting volume snapshot {ref}", self._conn().block_storage.delete_snapshot, ref)
+            except BackendError as exc:
+                if exc.kind != "not_found":
+                    raise
+        return found
 
     def rebuild(self, server_id: str, *, image_id: str) -> None:
         self._call("rebuilding the server", self._conn().compute.rebuild_server, server_id, image_id)
@@ -334,6 +433,14 @@ class OpenStackInstances(InstanceBackend):
         except BackendError as exc:
             if exc.kind != "not_found":
                 raise
+
+    def refusal(self, instance: Any, action: str, params: dict[str, Any]) -> tuple[str, str, str] | None:
+        """What Nova cannot do here, asked before an Operation exists: (kind, field, message) or None."""
+        if action == Action.CREATE and self.boots_from_volume and not self.has_block_storage:
+            return ("unsupported", "cloud", _NO_CINDER_FOR_ROOT.format(cloud=self.connection.cloud_id))
+        if action == Action.RESTORE and instance.root_volume_ref:
+            return ("unsupported", "action", _NO_REBUILD_FROM_VOLUME.format(name=instance.name))
+        return None
 
     # ------------------------------------------------------------------ volumes (Cinder; openstack_volumes)
     @property
@@ -365,16 +472,17 @@ class OpenStackInstances(InstanceBackend):
         openstack_volumes.delete(self.client, ref)
 
     def root_volume(self, server_id: str, instance_id: str) -> str:
-        """The Cinder volume the server boots from ("" for an image-booted one), marked as this instance's."""
-        if not self.boots_from_volume:
+        """The Cinder volume the server boots from ("" for an image-booted one), marked as this instance's.
+        Also on a `root_disk: ephemeral` connection: a snapshot of a volume-booted server boots from a volume."""
+        if not self.has_block_storage:
             return ""
-        ids = openstack_volumes.volume_ids(self.client, server_id)
-        if not ids:
+        root = openstack_volumes.boot_volume(self.client, server_id)
+        if not root:
             return ""
         openstack_volumes.mark(
-            self.client, ids[0], {META_INSTALLATION: str(settings.INSTALLATION_ID), META_INSTANCE: instance_id}
+            self.client, root, {META_INSTALLATION: str(settings.INSTALLATION_ID), META_INSTANCE: instance_id}
         )
-        return ids[0]
+        return root
 
     # ------------------------------------------------------------------ helpers
     def _conn(self) -> Any:
@@ -382,6 +490,26 @@ class OpenStackInstances(InstanceBackend):
 
     def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
         return self.client.call(what, function, *args, **kwargs)
+
+
+_NO_CINDER_FOR_ROOT = (
+    "the {cloud} cloud is set to boot instances from a volume (root_disk: volume) but has no block storage "
+    "(Cinder) in its catalog; an admin sets root_disk to ephemeral on the connection, or adds Cinder"
+)
+_NO_REBUILD_FROM_VOLUME = (
+    "instance {name} boots from a Cinder volume, which Nova cannot rebuild in place from a snapshot; "
+    "launch a new instance from the snapshot instead (POST /api/v1/snapshots/<id>/restore)"
+)
+
+
+def _volume_snapshots(image: Any) -> list[dict[str, Any]]:
+    """The Cinder snapshots a volume-booted server's snapshot image boots from (its block_device_mapping)."""
+    raw = (image.properties or {}).get("block_device_mapping") or "[]"
+    try:
+        mappings = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return []
+    return [m for m in mappings if isinstance(m, dict) and m.get("source_type") == "snapshot" and m.get("snapshot_id")]
 
 
 def _view(server: Any) -> ServerView:

@@ -39,6 +39,13 @@ def volume_ids(client: OpenStackClient, server_id: str) -> list[str]:
     return [a["volumeId"] for a in attachments(client, server_id)]
 
 
+def boot_volume(client: OpenStackClient, server_id: str) -> str:
+    """The volume the server boots from ("" if none): the one made from the image, which Cinder marks
+    bootable; data volumes (blank, never bootable) are listed beside it in no set order, and an image-booted
+    server may have only those."""
+    return next((ref for ref in volume_ids(client, server_id) if getattr(read(client, ref), "is_bootable", False)), "")
+
+
 def keep_on_delete(client: OpenStackClient, server_id: str) -> list[str]:
     """Make every attachment of the server keep its volume when the server is deleted; returns their ids."""
     kept = []

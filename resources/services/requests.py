@@ -148,6 +148,7 @@ def instance_create(
     if existing:
         return existing, False
     connection, project, flavor, image, asked, keys = instance_create_check(user=user, data=data, snapshot=snapshot)
+    volumes = [{"name": v.get("name") or "", "size_gb": int(v["size_gb"])} for v in data.get("volumes") or []]
 
     def make() -> Operation:
         _lock(connection.pk, project.pk)
@@ -166,6 +167,8 @@ def instance_create(
             memory_mb=flavor.memory_mb,
             disk_gb=flavor.disk_gb,
             image=image,
+            volumes=volumes,
+            volumes_gb=sum(v["size_gb"] for v in volumes),
             ssh_keys=[{"name": key.name, "fingerprint": key.fingerprint} for key in keys],
             authorized_keys="\n".join(key.public_key for key in keys),
             login_user=login_user(connection),
@@ -174,6 +177,8 @@ def instance_create(
             status_reason="waiting for the create operation",
         )
         params = {"flavor": flavor.name, "flavor_id": flavor.id, "image": image, "ssh_keys": [k.name for k in keys]}
+        if volumes:
+            params["volumes"] = volumes
         if snapshot is not None:
             params["snapshot"] = str(snapshot.pk)
         operation = Operation.objects.create(
@@ -213,8 +218,7 @@ def instance_create_check(
         project = project_for_submission(user=user, connection=connection, slug=data.get("project"))
     keys = keys_for_instance(user=user, names=data.get("ssh_keys"))  # the owner's: unknown names are a 400
     backend = _backend(connection)
-    if snapshot is not None:
-        _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)})
+    _refused_by_backend(backend, None, Action.CREATE, {"snapshot": str(snapshot.pk)} if snapshot else {})
     if data.get("flavor"):
         flavor = _cloud_read("reading the flavor", "flavor", backend.flavor, data["flavor"])
     else:
@@ -233,9 +237,25 @@ def instance_create_check(
     else:
         image = ""
     asked = quotas.InstanceFootprint(
-        instances=1, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, volume_gb=flavor.disk_gb
+        instances=1,
+        vcpus=flavor.vcpus,
+        memory_mb=flavor.memory_mb,
+        volume_gb=flavor.disk_gb + _volumes_gb(backend, connection, data.get("volumes") or []),
     )
     return connection, project, flavor, image, asked, keys
+
+
+def _volumes_gb(backend, connection: CloudConnection, volumes: list[dict[str, Any]]) -> int:
+    """The GB of the extra data volumes asked for; a 400 on `volumes` where the cloud has no volumes to make."""
+    if volumes and not backend.has_block_storage:
+        message = f"the {connection.cloud_id} cloud offers no volumes to attach: " + (
+            "it has no block storage (Cinder)" if connection.backend == "openstack" else NO_KUBEVIRT_VOLUMES
+        )
+        raise InvalidSpec(message, errors=[{"field": "volumes", "message": message}])
+    return sum(int(v["size_gb"]) for v in volumes)
+
+
+NO_KUBEVIRT_VOLUMES = "its connection gives VMs no DataVolume storage (vm_root_disk is not set)"
 
 
 def _foreign_project(snapshot: Snapshot, slug: str, *, field: str = "project") -> ApplicationError:
@@ -291,7 +311,7 @@ def instance_action(
             asked = quotas.InstanceFootprint(
                 vcpus=flavor.vcpus - locked.vcpus,
                 memory_mb=flavor.memory_mb - locked.memory_mb,
-                volume_gb=flavor.disk_gb - locked.disk_gb,
+                volume_gb=0 if locked.root_volume_ref else flavor.disk_gb - locked.disk_gb,  # Nova keeps the volume
             )
             quotas.check_instance_fits(project=locked.project, connection_id=locked.connection_id, asked=asked)
         if action == Action.SNAPSHOT:

@@ -21,7 +21,7 @@ from cloudpivot.crash_points import crash_point
 from clusters.selectors import connection_granted, grant_withdrawn_words
 from resources.access import user_data_for
 from resources.backends import get_instance_backend
-from resources.backends.base import BackendError, CreateRequest, ServerView
+from resources.backends.base import BackendError, CreateRequest, DataVolume, ServerView
 from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState, PowerState, SnapshotStatus
 from resources.cloud_quota import quota_message
 from resources.models import Instance, KeptVolume, Operation, Snapshot
@@ -212,6 +212,7 @@ class Runner:
                     flavor_id=params["flavor_id"],
                     image=params["image"],
                     user_data=user_data_for(self.instance),
+                    volumes=tuple(DataVolume(v["size_gb"], v.get("name") or "") for v in params.get("volumes") or []),
                 )
             )
             self.called()  # the server exists, the instance does not name it yet
@@ -310,8 +311,9 @@ class Runner:
 
         view = self.wait(confirmed, f"server on flavor {params['flavor']}")
         flavor = self.backend.flavor(params["flavor"])
+        disk_gb = self.instance.disk_gb if self.instance.root_volume_ref else flavor.disk_gb  # a volume stays its size
         Instance.objects.filter(pk=self.instance.pk).update(
-            flavor=flavor.name, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, disk_gb=flavor.disk_gb
+            flavor=flavor.name, vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, disk_gb=disk_gb
         )
         return {"flavor": flavor.name, "observed": view.evidence}
 
@@ -399,6 +401,7 @@ class Runner:
     def snapshot_delete(self) -> dict[str, Any]:
         snapshot = self.operation.snapshot
         if snapshot.image_id:
+            self.delete_volume_snapshots(snapshot.image_id)
             if not (self.resuming and self.backend.image(snapshot.image_id) is None):
                 self.backend.delete_image(snapshot.image_id)
                 self.called()
@@ -410,6 +413,26 @@ class Runner:
             self.wait(gone, f"image {snapshot.image_id} gone")
         Snapshot.objects.filter(pk=snapshot.pk).update(status=SnapshotStatus.DELETED, deleted_at=timezone.now())
         return {"image_id": snapshot.image_id}
+
+    def delete_volume_snapshots(self, image_id: str) -> None:
+        """The block-storage snapshots the image boots from (a volume-booted server's snapshot) go first, and
+        are seen gone, while the image still names them: none outlives the image, and a resume finds them."""
+        if not self.backend.delete_image_volume_snapshots(image_id):
+            return
+
+        def gone():
+            left = self.backend.image_volume_snapshots(image_id)
+            self.last_words = ", ".join(f"volume snapshot {ref} {status}" for ref, status in left.items())
+            for ref, status in left.items():
+                if status in ("available", "error_deleting"):  # Cinder took the delete and gave up on it
+                    raise OperationFailed(
+                        f"the cloud did not delete volume snapshot {ref} (it is {status} again); a volume made "
+                        "from it may still depend on it: delete such volumes, or ask an admin to look at Cinder",
+                        kind="failed",
+                    )
+            return True if not left else None
+
+        self.wait(gone, f"the volume snapshots of image {image_id} gone")
 
     # ------------------------------------------------------------------ resuming
     def called(self) -> None:

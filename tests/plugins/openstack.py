@@ -8,8 +8,11 @@ directory standing in for the VM's root, and starts the real Runner with exactly
 from __future__ import annotations
 
 import base64
+import contextlib
+import datetime as dt
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -43,10 +46,91 @@ def openstack_cloud(tmp_path_factory):
     clouds_yaml = STATE / "clouds.yaml"
     config = openstack.config.OpenStackConfig(config_files=[str(clouds_yaml)])
     conn = openstack.connection.Connection(config=config.get_one(cloud=CLOUD))
+    sweep_volumes(conn, stale_after=dt.timedelta(hours=3))  # what test sessions that died left in Cinder
     yield SimpleNamespace(clouds_yaml=str(clouds_yaml), cloud=CLOUD, conn=conn)
     tag = f"cloudpivot-{INSTALLATION}"
     for server in conn.compute.servers(tags=tag):  # whatever a failed test left behind
         conn.compute.delete_server(server.id, ignore_missing=True)
+    sweep_volumes(conn, installation=INSTALLATION)
+
+
+def sweep_volumes(conn, *, installation: str = "", stale_after: dt.timedelta | None = None) -> None:
+    """Delete test sessions' free Cinder volumes, their snapshots first (Cinder keeps a volume that has any):
+    this session's (`installation`), or any test session's made more than `stale_after` ago (CI runs two
+    sessions side by side; neither lasts that long). The dev cloud's volume quota is finite."""
+    now = dt.datetime.now(dt.UTC)
+    for volume in conn.block_storage.volumes(details=True):
+        mark = (volume.metadata or {}).get("cloudpivot_installation", "")
+        if volume.status != "available" or not mark.startswith("test-"):
+            continue
+        made = dt.datetime.fromisoformat(volume.created_at).replace(tzinfo=dt.UTC)
+        if mark != installation and not (stale_after is not None and now - made > stale_after):
+            continue
+        for snapshot in conn.block_storage.snapshots(volume_id=volume.id):
+            conn.block_storage.delete_snapshot(snapshot, ignore_missing=True)
+            conn.block_storage.wait_for_delete(snapshot, interval=1, wait=60)
+        conn.block_storage.delete_volume(volume, ignore_missing=True)
+
+
+@contextlib.contextmanager
+def tenant_of_its_own(openstack_cloud, tmp_path: Path, *, cloud: str, hide: tuple[str, ...] = ()):
+    """A Keystone project of its own with a member user, a public 4 KiB image named as the project (the
+    admin's images are private to the admin's project), and a clouds.yaml (cloud `cloud`) to reach it as that
+    user. `hide`: service types left out of its catalog (Keystone's endpoint filter: once a project has
+    endpoints associated, its tokens' catalog lists only those), as a cloud without that service."""
+    conn = openstack_cloud.conn
+    name = f"cp-{cloud}-{INSTALLATION}-{secrets.token_hex(3)}"
+    password = secrets.token_urlsafe(16)
+    project = conn.identity.create_project(name=name, domain_id="default")
+    user = conn.identity.create_user(name=name, password=password, default_project_id=project.id, domain_id="default")
+    conn.identity.assign_project_role_to_user(project, user, conn.identity.find_role("member"))
+    if hide:
+        types = {service.id: service.type for service in conn.identity.services()}
+        for endpoint in conn.identity.endpoints():
+            if types.get(endpoint.service_id) not in hide:
+                conn.identity.put(f"/OS-EP-FILTER/projects/{project.id}/endpoints/{endpoint.id}").raise_for_status()
+    auth = conn.config.config["auth"]
+    clouds_yaml = tmp_path / f"{cloud}-clouds.yaml"
+    entry = {
+        "auth": {
+            "auth_url": auth["auth_url"],
+            "username": name,
+            "password": password,
+            "project_name": name,
+            "user_domain_name": "Default",
+            "project_domain_name": "Default",
+        },
+        "region_name": conn.config.region_name,
+        "identity_api_version": 3,
+    }
+    clouds_yaml.write_text(yaml.safe_dump({"clouds": {cloud: entry}}))
+    image = conn.image.create_image(
+        name=name, disk_format="raw", container_format="bare", visibility="public", data=b"\0" * 4096
+    )
+    try:
+        yield SimpleNamespace(name=name, project=project, clouds_yaml=str(clouds_yaml), cloud=cloud, image=name)
+    finally:
+        empty_project(conn, project.id)
+        conn.image.delete_image(image, ignore_missing=True)
+        conn.identity.delete_user(user, ignore_missing=True)
+        conn.identity.delete_project(project, ignore_missing=True)
+
+
+def empty_project(conn, project_id: str) -> None:
+    """Delete the servers and volumes a test left in a project of its own, before the project goes (Keystone
+    would leave them behind, holding the dev cloud's capacity, with no project to find them by)."""
+    servers = list(conn.compute.servers(all_projects=True, project_id=project_id))
+    for server in servers:
+        conn.compute.delete_server(server, ignore_missing=True)
+    for server in servers:
+        conn.compute.wait_for_delete(server, interval=1, wait=120)
+    for volume in conn.block_storage.volumes(all_projects=True, project_id=project_id):
+        for snapshot in conn.block_storage.snapshots(all_projects=True, volume_id=volume.id):
+            conn.block_storage.delete_snapshot(snapshot, ignore_missing=True)
+            conn.block_storage.wait_for_delete(snapshot, interval=1, wait=60)
+        with contextlib.suppress(openstack.exceptions.ResourceTimeout):  # detached once its server is gone
+            conn.block_storage.wait_for_status(volume, "available", interval=1, wait=60)
+        conn.block_storage.delete_volume(volume, ignore_missing=True)
 
 
 def os_dev_connection(openstack_cloud, settings, *projects) -> CloudConnection:

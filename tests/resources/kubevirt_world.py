@@ -98,11 +98,12 @@ def succeeded(worker: Worker) -> Operation:
     return operation(worker.operation_id)
 
 
-def create_running(api, cluster, cloud="kv-lab", name="vm1") -> tuple[str, str]:
-    """POST an instance and bring it up as KubeVirt would; returns (instance id, VM name)."""
+def create_running(api, cluster, cloud="kv-lab", name="vm1", **extra) -> tuple[str, str]:
+    """POST an instance (with `extra` fields: volumes) and bring it up as KubeVirt would; returns (instance id,
+    VM name)."""
     response = api("bob").post(
         "/api/v1/instances",
-        {"name": name, "cloud": cloud, "flavor": "small", "image": "quay.io/containerdisks/fedora:40"},
+        {"name": name, "cloud": cloud, "flavor": "small", "image": "quay.io/containerdisks/fedora:40"} | extra,
         format="json",
     )
     op_id = accepted(response)

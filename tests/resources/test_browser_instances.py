@@ -82,6 +82,10 @@ def test_bob_drives_his_instance_through_every_action_from_its_page(
     snapshot_row = page.locator("#instance-snapshots tbody tr")
     expect(snapshot_row).to_have_count(1)
     expect(snapshot_row.locator("td").nth(1)).to_have_text("available", timeout=60_000)
+    copy = open_page("bob")  # "Launch a copy" opens the launch form with the snapshot as the image
+    copy.goto(snapshot_row.get_by_role("link", name="Launch a copy").get_attribute("href"))
+    expect(copy.get_by_label("Cloud")).to_have_value("os-dev")
+    expect(copy.get_by_label("Image")).to_have_value(f"snapshot:{snapshot_row.get_attribute('data-snapshot-row')}")
     act("Restore", "restore", "Running", button=snapshot_row.get_by_role("button", name="Restore"))
     act("Delete (keep volumes)", "delete", "Deleted")  # the confirm dialog is accepted (open_page)
     server_id = Operation.objects.get(pk=created.pk).result["server_id"]

@@ -36,10 +36,14 @@ def test_bob_launches_an_instance_from_the_form_and_sees_it_reach_running(os_ins
     expect(tiny.locator("td").nth(1)).to_have_text("1")
     expect(tiny.locator("td").nth(2)).to_have_text("64 MB")
 
+    # A slow machine: htmx wires swapped-in content up only when the swap settles, here 2 s late. The second
+    # change comes in that window, on a select htmx has not wired up yet; it must not be lost.
+    page.evaluate("htmx.config.defaultSettleDelay = 2000")
     project.select_option("beta")  # beta has no quota: the sizes are re-read from the cloud for it
     expect(nohost.get_by_role("radio")).to_be_enabled(timeout=30_000)
     project.select_option("alpha")
     expect(nohost.get_by_role("radio")).to_be_disabled(timeout=30_000)
+    page.evaluate("htmx.config.defaultSettleDelay = 20")
 
     page.get_by_label("Name").fill("-not a name")
     page.get_by_label("Image").select_option(label="cp-runner-fake")

@@ -7,15 +7,13 @@ image) stands for a tenant whose cloud allowance is used up; the refusal reaches
 
 from __future__ import annotations
 
-import secrets
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from clusters.models import CloudConnection
 from resources.models import Instance, Operation
-from tests.plugins.openstack import INSTALLATION
+from tests.plugins.openstack import tenant_of_its_own
 
 pytestmark = pytest.mark.e2e
 
@@ -23,41 +21,9 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def full_tenant(openstack_cloud, tmp_path):
     conn = openstack_cloud.conn
-    name = f"cpq-{INSTALLATION}-{secrets.token_hex(3)}"
-    password = secrets.token_urlsafe(16)
-    project = conn.identity.create_project(name=name, domain_id="default")
-    user = conn.identity.create_user(name=name, password=password, default_project_id=project.id, domain_id="default")
-    conn.identity.assign_project_role_to_user(project, user, conn.identity.find_role("member"))
-    conn.set_compute_quotas(project.id, instances=0)
-    image = conn.image.create_image(
-        name=name, disk_format="raw", container_format="bare", visibility="public", data=b"\0" * 4096
-    )
-    auth = openstack_cloud.conn.config.config["auth"]
-    clouds_yaml = tmp_path / "clouds.yaml"
-    clouds_yaml.write_text(
-        yaml.safe_dump(
-            {
-                "clouds": {
-                    "full": {
-                        "auth": {
-                            "auth_url": auth["auth_url"],
-                            "username": name,
-                            "password": password,
-                            "project_name": name,
-                            "user_domain_name": "Default",
-                            "project_domain_name": "Default",
-                        },
-                        "region_name": openstack_cloud.conn.config.region_name,
-                        "identity_api_version": 3,
-                    }
-                }
-            }
-        )
-    )
-    yield SimpleNamespace(clouds_yaml=str(clouds_yaml), image=name)
-    conn.image.delete_image(image, ignore_missing=True)
-    conn.identity.delete_user(user, ignore_missing=True)
-    conn.identity.delete_project(project, ignore_missing=True)
+    with tenant_of_its_own(openstack_cloud, tmp_path, cloud="full") as tenant:
+        conn.set_compute_quotas(tenant.project.id, instances=0)
+        yield SimpleNamespace(clouds_yaml=tenant.clouds_yaml, image=tenant.image)
 
 
 def test_a_create_the_clouds_own_quota_refuses_fails_with_the_resource_asked_and_left(os_instances, full_tenant, api):

@@ -31,7 +31,7 @@ def act(api, instance_id, **payload):
 
 def finished(api, operation_id):
     operation = api("bob").get(f"/api/v1/operations/{operation_id}").json()
-    assert operation["state"] == "succeeded", operation
+    assert operation["state"] == "succeeded", (operation["action"], operation["error_kind"], operation["error_message"])
     assert operation["started_at"] and operation["finished_at"]
     return operation
 

@@ -13,7 +13,7 @@ import pytest
 
 from cloudpivot.accounts.models import AuditEntry, Quota
 from resources.models import Instance, KeptVolume
-from tests.plugins.openstack import INSTALLATION
+from tests.plugins.openstack import INSTALLATION, sweep_volumes
 from tests.resources.test_openstack_instances import act, create, finished
 
 pytestmark = [pytest.mark.e2e]
@@ -28,9 +28,7 @@ def os_volumes(os_instances):
     yield os_instances
     for server in others:
         conn.compute.delete_server(server, ignore_missing=True)
-    for volume in conn.block_storage.volumes(details=True):  # whatever a failed test left of ours
-        if (volume.metadata or {}).get("cloudpivot_installation") == INSTALLATION and volume.status == "available":
-            conn.block_storage.delete_volume(volume, ignore_missing=True)
+    sweep_volumes(conn, installation=INSTALLATION)  # whatever a failed test left of ours
 
 
 def other_server(conn, *, volume_id: str = ""):

@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from clusters.models import MetricSample
-from resources.models import Instance, Operation
+from resources.models import Instance, Operation, Snapshot
 from resources.services import instance_create
 
 pytestmark = pytest.mark.e2e
@@ -89,3 +89,31 @@ def test_the_detail_page_charts_the_servers_sampled_cpu_and_memory(os_world, run
     charts = dict(re.findall(r'data-metric-chart="([^"]+)" data-points="(\d+)"', page))
     assert charts == {"CPU in use": "3", "Memory in use": "3"}
     assert "No samples yet" not in page
+
+
+def test_a_snapshot_offers_a_copy_and_restores_in_place_only_where_nova_can_rebuild(os_world, running):
+    """A volume-booted server cannot be rebuilt from its snapshot (Nova): its page offers the copy only."""
+    world = os_world.world
+    snapshot = Snapshot.objects.create(
+        name="golden",
+        project=world.alpha,
+        owner=world.bob,
+        connection=os_world.connection,
+        instance=running,
+        image_id="img-1",
+        status="available",
+    )
+    copy_link = (
+        f'href="/instances/new/?cloud=os-dev&amp;project=alpha&amp;image=snapshot:{snapshot.pk}">Launch a copy</a>'
+    )
+    detail = page_client(world.bob).get(f"/instances/{running.pk}/").content.decode()
+    assert ">Restore</button>" in detail and copy_link in detail
+    assert "Launch a copy" not in page_client(world.rita).get(f"/instances/{running.pk}/").content.decode()
+
+    Instance.objects.filter(pk=running.pk).update(root_volume_ref="vol-1")
+    detail = page_client(world.bob).get(f"/instances/{running.pk}/").content.decode()
+    assert ">Restore</button>" not in detail and copy_link in detail
+    launch = page_client(world.bob).get(f"/instances/new/?cloud=os-dev&project=alpha&image=snapshot:{snapshot.pk}")
+    assert (
+        f'<option value="snapshot:{snapshot.pk}" selected>golden (snapshot of vm1)</option>' in launch.content.decode()
+    )

@@ -212,6 +212,8 @@ class OpenStackBackend(ExecutionBackend):
             if found is None:
                 return [FitLimit("flavor", 1, None, 0, f"flavor {name} of the {self.connection.cloud_id} cloud")], []
             asked = {**asked, "flavor": name, "disk_gb": found.disk or 0}
+        elif self.options.get("root_disk") == "volume":  # an instance's root disk is a Cinder volume, not the host's
+            asked = {**asked, "disk_gb": 0}
         return fit.fit_limits(self.client, asked)
 
     def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:

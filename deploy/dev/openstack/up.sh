@@ -146,6 +146,9 @@ have cp.nohost || openstack flavor create --ram 64 --disk 5000000 --vcpus 1 cp.n
 if [ ! -e $S/.quotas ]; then   # room for the benchmarks (100+ servers at once)
   openstack quota set --instances 1000 --cores 4000 --ram 4096000 admin && touch $S/.quotas
 fi
+if [ ! -e $S/.volume-quotas ]; then   # Cinder's default of 10 volumes is less than two test runs side by side hold
+  openstack quota set --volumes 500 --snapshots 500 --gigabytes 5000 admin && touch $S/.volume-quotas
+fi
 if ! openstack image show $CP_OS_IMAGE >/dev/null 2>&1; then
   head -c 4096 /dev/zero > $S/fake-image.raw
   openstack image create --disk-format raw --container-format bare --file $S/fake-image.raw $CP_OS_IMAGE >/dev/null
