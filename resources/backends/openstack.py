@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from clusters.backends.openstack import META_INSTALLATION, OpenStackClient, installation_tag
-from clusters.backends.openstack.inventory import inventory
+from clusters.backends.openstack.inventory import inventory, usable_flavors
 from clusters.models import CloudConnection
 from resources.access import jump_host, ssh_port
 from resources.backends import openstack_volumes
@@ -100,7 +100,7 @@ class OpenStackInstances(InstanceBackend):
 
     def flavor_fitting(self, *, vcpus: int, memory_mb: int) -> FlavorView:
         """The smallest flavor with at least this many vCPU and MB (then the smallest disk)."""
-        flavors = self._call("listing flavors", lambda: list(self._conn().compute.flavors(details=True)))
+        flavors = self._call("listing flavors", lambda: usable_flavors(self._conn()))
         fitting = [f for f in flavors if (f.vcpus or 0) >= vcpus and (f.ram or 0) >= memory_mb]
         if not fitting:
             raise BackendError(

@@ -17,6 +17,7 @@ import pytest
 
 from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
+from resources.backends import get_instance_backend
 from resources.models import Instance, Operation, Snapshot
 from tests import helpers
 from tests.plugins.openstack import INSTALLATION, tenant_of_its_own
@@ -98,11 +99,10 @@ def test_a_pruned_snapshot_of_a_volume_booted_instance_takes_its_cinder_snapshot
 
 
 @pytest.fixture
-def diskless(openstack_cloud, world, tmp_path, settings):
+def diskless(os_instances, openstack_cloud, tmp_path):
     """A connection booting from volumes in a Keystone project of its own, the only one that may use a flavor
     with no disk. A public such flavor would be the smallest size on every other test's launch form (CI runs
-    two suites on one cloud), and that form preselects the smallest."""
-    settings.INSTALLATION_ID = INSTALLATION
+    two suites on one cloud), and that form preselects the smallest. Jobs run inline, as for `os_instances`."""
     conn = openstack_cloud.conn
     with tenant_of_its_own(openstack_cloud, tmp_path, cloud="diskless") as tenant:
         flavor = conn.compute.create_flavor(name=f"cp.nodisk-{tenant.name}", ram=64, vcpus=1, disk=0, is_public=False)
@@ -120,13 +120,15 @@ def diskless(openstack_cloud, world, tmp_path, settings):
                     "root_disk": "volume",
                 },
             )
-            connection.projects.add(world.alpha)
+            connection.projects.add(os_instances.world.alpha)
             yield SimpleNamespace(flavor=flavor.name, image=tenant.image)
         finally:
             conn.compute.delete_flavor(flavor, ignore_missing=True)
 
 
 def test_a_diskless_flavor_boots_from_a_1_gb_volume_that_quota_counts(diskless, api, world, openstack_cloud):
+    shared = get_instance_backend(CloudConnection.objects.get(cloud_id="os-dev")).flavors()
+    assert diskless.flavor not in {flavor.name for flavor in shared}  # other tests' launch forms never offer it
     quota = Quota.objects.create(project=world.alpha, max_volume_gb=0)
     body = {
         "name": "vm1",

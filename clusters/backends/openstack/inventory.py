@@ -10,10 +10,16 @@ from clusters.backends.openstack.client import META_ATTEMPT, META_TASK, OpenStac
 INVENTORY_KINDS = ("flavors", "images", "networks", "volumes", "servers", "quotas")
 
 
+def usable_flavors(conn) -> list[Any]:
+    """The flavors the connection's project may use: the public ones and those shared with it. Without
+    `is_public` Nova lists an admin's credentials every project's private flavors too, which are not ours to offer."""
+    return list(conn.compute.flavors(details=True, is_public=True))
+
+
 def inventory(client: OpenStackClient, kind: str) -> list[dict[str, Any]]:
     conn = client.conn()
     if kind == "flavors":
-        flavors = client.call("listing flavors", lambda: list(conn.compute.flavors(details=True)))
+        flavors = client.call("listing flavors", lambda: usable_flavors(conn))
         return [
             {"id": f.id, "name": f.name, "vcpus": f.vcpus, "ram_mb": f.ram, "disk_gb": f.disk}
             for f in sorted(flavors, key=lambda f: (f.vcpus or 0, f.ram or 0, f.name or ""))
