@@ -26,6 +26,7 @@ def test_bob_launches_an_instance_from_the_form_and_sees_it_reach_running(os_ins
     page.get_by_role("link", name="Launch an instance").click()
     page.wait_for_url(re.compile(r"/instances/new/$"), timeout=30_000)
     expect(page.get_by_label("Cloud")).to_have_value("os-dev")
+    expect(page.locator("main")).not_to_contain_text("{#")  # no template note printed as text
     project = page.get_by_label("Project")
     expect(project).to_have_value("alpha")
     nohost = page.locator('[data-size="cp.nohost"]')
