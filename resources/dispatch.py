@@ -4,11 +4,11 @@ resources.jobs. Kept apart so a service that enqueues never imports the module t
 from __future__ import annotations
 
 from cloudpivot.queueing import enqueue
-from resources.services.run import operation_job_timeout
+from resources.services.timing import operation_job_timeout
 
 
 def enqueue_operation(operation_id: str) -> None:
-    """The job's own timeout covers the Operation's budget (services.run.operation_job_timeout)."""
+    """The job's own timeout covers the Operation's budget (services.timing.operation_job_timeout)."""
     enqueue(
         "resources.jobs.run_operation",
         operation_id,

@@ -166,6 +166,11 @@ class InstanceBackend:
         """Ask for a disk snapshot; returns the image id."""
         raise NotImplementedError
 
+    def snapshot_image(self, made_as: str, *, name: str) -> str | None:
+        """The id of the image a snapshot call made as CloudPivot snapshot `made_as` (named `name`), if the cloud
+        has it: a call whose answer was lost may have made it all the same (services/run.py adopts it)."""
+        raise NotImplementedError
+
     def image(self, image_id: str) -> ImageView | None:
         raise NotImplementedError
 

@@ -379,7 +379,7 @@ class KubeVirtInstances(InstanceBackend):
 
     def snapshot(self, server_id: str, *, name: str, metadata: dict[str, str]) -> str:
         snapshot_id = metadata.get("cloudpivot_snapshot") or uuid.uuid4().hex
-        snapshot_name = f"cps-{snapshot_id.replace('-', '')}"
+        snapshot_name = _snapshot_name(snapshot_id)
         vm = self._vm(server_id)
         if vm is None:
             raise BackendError(f"VirtualMachine {server_id} is not in namespace {self.namespace}", kind="not_found")
@@ -411,6 +411,11 @@ class KubeVirtInstances(InstanceBackend):
             if exc.status != 409:  # 409: an earlier try made it (the name is the snapshot's id)
                 raise
         return snapshot_name
+
+    def snapshot_image(self, made_as: str, *, name: str) -> str | None:
+        snapshot_name = _snapshot_name(made_as)
+        found = self._get(SNAPSHOT_GROUP, SNAPSHOT_VERSION, "virtualmachinesnapshots", snapshot_name)
+        return snapshot_name if found is not None else None
 
     def delete_image(self, image_id: str) -> None:
         try:
@@ -577,3 +582,8 @@ _NO_SNAPSHOT_OF_CONTAINERDISK = (
     "this instance's root disk is a containerDisk (ephemeral, rebuilt from its image at every boot): "
     "KubeVirt cannot snapshot it; instances with a DataVolume root disk (the connection's vm_root_disk) can be"
 )
+
+
+def _snapshot_name(snapshot_id: str) -> str:
+    """The VirtualMachineSnapshot's name is the CloudPivot snapshot's id: a second call for it gets a 409."""
+    return f"cps-{snapshot_id.replace('-', '')}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from typing import Any
 
 from django.conf import settings
@@ -35,7 +34,6 @@ from resources.choices import Action, InstanceStatus
 
 META_INSTANCE = "cloudpivot_instance"
 META_INSTANCE_NAME = "cloudpivot_instance_name"
-SNAPSHOT_LOOK_INTERVAL_SECONDS = 2
 CONSOLE_LINES = 200  # enough for cloud-init's last words to be in it, however chatty the boot was
 
 # Nova status → portal status when no task is in flight.
@@ -329,52 +327,24 @@ class OpenStackInstances(InstanceBackend):
         self._call("resuming the server", self._conn().compute.resume_server, server_id)
 
     def snapshot(self, server_id: str, *, name: str, metadata: dict[str, str]) -> str:
-        """Nova's createImage is not idempotent, and Nova goes on with it after its client gave up: for a
-        volume-booted server nova-api makes the Cinder snapshot before it answers, which can outlast the API
-        timeout on a busy cloud. So the image made as this snapshot (its `cloudpivot_snapshot` property) is
-        adopted, before the call (a resume after a lost answer) and after a call whose answer was lost."""
-        made_as = metadata.get("cloudpivot_snapshot", "")
-        found = self.snapshot_image(made_as, name=name) if made_as else None
-        if found:
-            return found
-        metadata = {**metadata, META_INSTALLATION: str(settings.INSTALLATION_ID)}
-        try:
-            image = self._call(
-                "snapshotting the server",
-                self._conn().compute.create_server_image,
-                server_id,
-                name=name,
-                metadata=metadata,
-                wait=False,
-            )
-        except BackendError as exc:
-            if exc.kind != "transient" or not made_as:
-                raise
-            found = self._await_snapshot_image(made_as, name=name)
-            if found is None:
-                raise
-            return found
+        """Nova's createImage is not idempotent and goes on after its client gave up: the `cloudpivot_snapshot`
+        property (in `metadata`) is how snapshot_image() finds what a call whose answer was lost made."""
+        image = self._call(
+            "snapshotting the server",
+            self._conn().compute.create_server_image,
+            server_id,
+            name=name,
+            metadata={**metadata, META_INSTALLATION: str(settings.INSTALLATION_ID)},
+            wait=False,
+        )
         return image if isinstance(image, str) else image.id
 
     def snapshot_image(self, made_as: str, *, name: str) -> str | None:
-        """The id of the image made as CloudPivot snapshot `made_as` (named `name`), if there is one."""
+        """Glance can filter on a custom property, but openstacksdk's images() drops query keys it does not know:
+        the images of that name are listed, and the property matched here."""
         conn = self._conn()
         images = self._call(f"looking for the image of snapshot {name!r}", lambda: list(conn.image.images(name=name)))
         return next((i.id for i in images if (i.properties or {}).get("cloudpivot_snapshot") == made_as), None)
-
-    def _await_snapshot_image(self, made_as: str, *, name: str) -> str | None:
-        """After a lost answer: Nova may still be making the image. Looked for as long as a call may take, thrice."""
-        give_up = time.monotonic() + 3 * float(self.client.options["api_timeout_seconds"])
-        while True:
-            try:
-                found = self.snapshot_image(made_as, name=name)
-            except BackendError as exc:
-                if exc.kind != "transient":
-                    raise
-                found = None
-            if found or time.monotonic() > give_up:
-                return found
-            time.sleep(SNAPSHOT_LOOK_INTERVAL_SECONDS)
 
     def delete_image(self, image_id: str) -> None:
         """Delete the image, and first the Cinder snapshots it names: a prune (services.snapshots) does not wait

@@ -25,7 +25,8 @@ from resources.backends.base import BackendError, Unsupported
 from resources.choices import InstanceStatus, OperationState
 from resources.models import Operation
 from resources.services.lease import max_resumes
-from resources.services.run import Runner, operation_lost_after_seconds
+from resources.services.run import Runner
+from resources.services.timing import operation_lost_after_seconds
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
@@ -28,6 +27,7 @@ from resources.models import Instance, KeptVolume, Operation, Snapshot
 from resources.services.lease import Lease, lease_end, max_resumes, worker_name
 from resources.services.readiness import BOOTS, readiness_after_operation, readiness_reset
 from resources.services.snapshots import snapshots_prune_over_quota
+from resources.services.timing import deadline_seconds, operation_budget_seconds, poll_interval
 from resources.services.volumes import in_use_words, volume_reclaimed, volumes_keep_record, volumes_purge
 
 S = InstanceStatus
@@ -43,40 +43,6 @@ class OperationFailed(Exception):
         super().__init__(message)
         self.message = message
         self.kind = kind
-
-
-def _deadline_seconds() -> float:
-    return float(getattr(settings, "INSTANCE_OPERATION_DEADLINE_SECONDS", 60))
-
-
-def operation_budget_seconds() -> float:
-    """One Operation's whole wall time: every wait stops at this total too, whatever its own deadline.
-
-    A snapshot or resize waits twice (2 x INSTANCE_OPERATION_DEADLINE_SECONDS), which alone could outlast
-    the job; the budget keeps the whole Operation inside operation_job_timeout(). Default: the cluster's
-    retry minus 45 s (75 s with the default ticker).
-    """
-    configured = getattr(settings, "INSTANCE_OPERATION_BUDGET_SECONDS", None)
-    return float(configured) if configured else float(settings.Q_CLUSTER.get("retry", 120)) - 45
-
-
-def operation_job_timeout() -> int:
-    """The django-q2 timeout of an operation job: the budget plus room for the last cloud call and finish().
-
-    django-q2 re-delivers a task still unacknowledged after the cluster's `retry` seconds, so a task timeout
-    at or above `retry` would run the job twice: the timeout is kept 10 s below `retry`.
-    """
-    retry = int(settings.Q_CLUSTER.get("retry", 120))
-    return int(min(operation_budget_seconds() + 25, retry - 10))
-
-
-def operation_lost_after_seconds() -> float:
-    """A `running` Operation older than this has no live worker: its job was killed (or its worker died)."""
-    return operation_job_timeout() + float(getattr(settings, "INSTANCE_OPERATION_LOST_MARGIN_SECONDS", 60))
-
-
-def _poll_interval() -> float:
-    return float(getattr(settings, "INSTANCE_POLL_SECONDS", 0.3))
 
 
 def operation_run(*, operation_id: str) -> str:
@@ -235,11 +201,7 @@ class Runner:
             self.settled_view()
         else:
             before = self.observe()
-            image_id = self.backend.snapshot(
-                self.instance.server_id,
-                name=snapshot.name,
-                metadata={"cloudpivot_snapshot": str(snapshot.pk), "cloudpivot_instance": str(self.instance.pk)},
-            )
+            image_id = self._take_snapshot(snapshot)
             Snapshot.objects.filter(pk=snapshot.pk).update(image_id=image_id)
             self.called()
             original = before.status if before else S.RUNNING
@@ -260,6 +222,31 @@ class Runner:
         )
         pruned = snapshots_prune_over_quota(project=self.operation.project, connection=self.connection, keep=snapshot)
         return {"image_id": image_id, "size_bytes": image.size_bytes, "pruned": pruned}
+
+    def _take_snapshot(self, snapshot: Snapshot) -> str:
+        """Ask for the snapshot's image at most once: the call is not idempotent everywhere, and the cloud goes on
+        after its answer was lost (nova-api makes a volume-booted server's Cinder snapshot before it answers,
+        which can outlast the API timeout). A resume adopts what an earlier try made; a lost answer awaits it."""
+        made_as, name = str(snapshot.pk), snapshot.name
+        if self.resuming and (found := self.backend.snapshot_image(made_as, name=name)):
+            return found
+        metadata = {"cloudpivot_snapshot": made_as, "cloudpivot_instance": str(self.instance.pk)}
+        try:
+            return self.backend.snapshot(self.instance.server_id, name=name, metadata=metadata)
+        except BackendError as exc:
+            if exc.kind != "transient":
+                raise
+            self.last_words = lost = exc.message
+
+        def made() -> str | None:  # the cloud is slow now: an unanswered look is looked again
+            try:
+                return self.backend.snapshot_image(made_as, name=name)
+            except BackendError as exc:
+                if exc.kind != "transient":
+                    raise
+                return None
+
+        return self.wait(made, f"the image of snapshot {name!r}, asked for when {lost}")
 
     def restore(self) -> dict[str, Any]:
         image_id = self.operation.params["image"]
@@ -500,7 +487,7 @@ class Runner:
         (`last_words`: the server's status by default, the image's while a snapshot completes)."""
         self.last_words = ""
         started = time.monotonic()
-        deadline = min(started + _deadline_seconds(), self.budget_ends)
+        deadline = min(started + deadline_seconds(), self.budget_ends)
         while True:
             if self.lease is not None and self.lease.lost:
                 raise LeaseLost()
@@ -511,7 +498,7 @@ class Runner:
                 last = f"; last seen {self.last_words}" if self.last_words else ""
                 waited = deadline - started
                 raise OperationFailed(f"not observed within {waited:.0f} s: {what}{last}", kind="timeout")
-            time.sleep(_poll_interval())
+            time.sleep(poll_interval())
 
     # ------------------------------------------------------------------ the end
     def finish(self, state: str, *, kind: str = "", message: str = "", result: dict | None = None) -> None:

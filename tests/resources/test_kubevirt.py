@@ -9,6 +9,9 @@ stays running until the post-condition is observed.
 
 from __future__ import annotations
 
+import uuid
+
+from resources.backends import get_instance_backend
 from resources.models import Instance, Operation, Snapshot
 from tests.clusters.kube_api import DATA_VOLUMES, VM_RESTORES, VM_SNAPSHOTS, VMS
 from tests.helpers import wait_for
@@ -241,6 +244,15 @@ def test_deleting_a_snapshot_deletes_its_virtual_machine_snapshot(kv, api):
     succeeded(worker)
     assert snapshot_name not in kv.objects(VM_SNAPSHOTS)
     assert Snapshot.objects.get(pk=snapshot_id).status == "deleted"
+
+
+def test_a_snapshot_is_found_by_its_id_as_a_resumed_operation_looks_for_it(kv, api):
+    """What services/run.py adopts when it resumes a snapshot whose image id was never written down."""
+    instance_id, _ = create_running(api, kv)
+    snapshot_id, snapshot_name = snapshot_ready(api, kv, instance_id)
+    backend = get_instance_backend(Instance.objects.get(pk=instance_id).connection)
+    assert backend.snapshot_image(snapshot_id, name="any") == snapshot_name
+    assert backend.snapshot_image(str(uuid.uuid4()), name="any") is None
 
 
 def test_a_new_instance_from_a_snapshot_is_refused_before_anything_is_made(kv, api):

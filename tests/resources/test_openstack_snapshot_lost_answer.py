@@ -1,10 +1,11 @@
-"""A snapshot whose answer is lost, on the real development OpenStack.
+"""A snapshot whose answer is lost, on the real development OpenStack: to a timeout, or to a worker that died.
 
 Nova goes on with a createImage after its client gave up (a volume-booted server's snapshot can outlast
 the API timeout on a busy cloud: nova-api makes the Cinder snapshot before it answers). Played for real: a
 proxy in front of Nova holds the createImage request back longer than the connection's API timeout, then
 passes it on. The Operation must adopt the image Nova made (known by its `cloudpivot_snapshot` property)
-rather than fail, and must not ask twice (a second image).
+rather than fail, and must not ask twice (a second image). A resumed Operation whose dead worker's call
+reached Nova, but whose image id was never written, adopts that image the same way.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from resources.models import Snapshot
+from resources import jobs
+from resources.models import Operation, Snapshot
 from tests.clusters.slow_proxy import SlowProxy
+from tests.plugins.openstack import INSTALLATION
 from tests.resources.test_openstack_instances import act, create, finished
+from tests.resources.test_operation_resume import left_by_a_dead_worker, running_instance, settle
 
 pytestmark = [pytest.mark.e2e]
 
@@ -68,12 +72,42 @@ def test_a_snapshot_whose_answer_was_lost_adopts_the_image_nova_made(os_instance
         assert proxy.most_held == 1 and not creates_image.armed.is_set()  # the createImage was held back
         actions = [a.action for a in conn.compute.server_actions(snapshot.instance.server_id)]
         assert actions.count("createImage") == 1, actions  # asked once: the lost answer was not asked again
-        made = [
-            image.id
-            for image in conn.image.images(name="kept")
-            if (image.properties or {}).get("cloudpivot_snapshot") == str(snapshot.pk)
-        ]
-        assert made == [snapshot.image_id]
+        assert made_as(conn, snapshot) == [snapshot.image_id]
         assert snapshot.status == "available" and conn.image.get_image(snapshot.image_id).status == "active"
     finally:
         proxy.close()
+
+
+def made_as(conn, snapshot: Snapshot) -> list[str]:
+    """Glance's images made as this CloudPivot snapshot (its `cloudpivot_snapshot` property)."""
+    images = conn.image.images(name=snapshot.name)
+    return [image.id for image in images if (image.properties or {}).get("cloudpivot_snapshot") == str(snapshot.pk)]
+
+
+def test_a_resumed_snapshot_adopts_the_image_its_dead_worker_asked_for(os_instances, snapshot_filler):
+    """The worker died after Nova took its createImage and before it wrote the image id down."""
+    conn = os_instances.conn
+    instance = running_instance(os_instances)
+    snapshot = Snapshot.objects.create(
+        name="asked-once",
+        project=instance.project,
+        owner=instance.owner,
+        connection=instance.connection,
+        instance=instance,
+    )
+    metadata = {"cloudpivot_snapshot": str(snapshot.pk), "cloudpivot_installation": INSTALLATION}
+    conn.compute.create_server_image(instance.server_id, name=snapshot.name, metadata=metadata, wait=False)
+    settle(os_instances, instance.server_id, "ACTIVE")
+    operation = left_by_a_dead_worker(instance, "snapshot", called=False, snapshot=str(snapshot.pk))
+    Operation.objects.filter(pk=operation.pk).update(snapshot=snapshot)
+
+    jobs.refresh()  # the reaper enqueues it; the job runs inline (SYNC) and resumes it
+
+    operation.refresh_from_db()
+    snapshot.refresh_from_db()
+    assert operation.state == "succeeded", operation.error_message
+    assert operation.result["resumed"] == 1
+    actions = [a.action for a in conn.compute.server_actions(instance.server_id)]
+    assert actions.count("createImage") == 1, actions  # the resume did not ask again
+    assert made_as(conn, snapshot) == [snapshot.image_id]
+    assert snapshot.status == "available"

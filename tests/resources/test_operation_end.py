@@ -12,7 +12,8 @@ from cloudpivot.accounts.models import AuditEntry
 from resources import jobs
 from resources.models import Instance, Operation
 from resources.services import instance_create
-from resources.services.run import operation_lost_after_seconds, operation_run
+from resources.services.run import operation_run
+from resources.services.timing import operation_lost_after_seconds
 from tests.builders import snapshot_row
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +35,7 @@ def test_an_unexpected_error_shows_users_a_reference_and_logs_the_details(os_wor
 
 
 def test_an_operation_job_times_out_after_its_budget_and_before_the_broker_retries(settings):
-    from resources.services.run import operation_budget_seconds, operation_job_timeout, operation_lost_after_seconds
+    from resources.services.timing import operation_budget_seconds, operation_job_timeout, operation_lost_after_seconds
 
     assert operation_budget_seconds() < operation_job_timeout() < settings.Q_CLUSTER["retry"]
     assert operation_lost_after_seconds() > operation_job_timeout()
