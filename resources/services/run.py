@@ -236,7 +236,7 @@ class Runner:
         except BackendError as exc:
             if exc.kind != "transient":
                 raise
-            self.last_words = lost = exc.message
+            lost = exc.message
 
         def made() -> str | None:  # the cloud is slow now: an unanswered look is looked again
             try:

@@ -17,6 +17,13 @@ from django.core.management import CommandError, call_command
 from clusters.models import CloudConnection
 
 
+@pytest.fixture(autouse=True)
+def _credentials_dir_apart(settings, tmp_path):
+    """A credentials directory that holds nothing of the server's. The test settings' default, the temp dir,
+    holds VAR_DIR (and its secret key) too when the checkout itself lives under /tmp."""
+    settings.CREDENTIALS_DIR = tmp_path / "credentials"
+
+
 @pytest.fixture
 def connection_staff(client, world):
     """Staff with every cloud-connection permission and nothing else."""
