@@ -10,7 +10,7 @@ from clusters.backends import cloud_figures
 from clusters.metrics.sampling import sample_all
 from clusters.models import CloudConnection, MetricSample
 from tests import helpers
-from tests.plugins.openstack import tenant_of_its_own
+from tests.plugins.openstack import tenant_connection, tenant_of_its_own
 
 pytestmark = pytest.mark.e2e
 
@@ -54,12 +54,7 @@ def test_the_projects_quota_use_and_limits_are_sampled(db, openstack_cloud, tmp_
     conn = openstack_cloud.conn
     with tenant_of_its_own(openstack_cloud, tmp_path, cloud="counted") as tenant:
         conn.set_compute_quotas(tenant.project.id, instances=7, cores=5)
-        connection = CloudConnection.objects.create(
-            cloud_id="os-counted",
-            backend="openstack",
-            credentials_ref=tenant.clouds_yaml,
-            options={"cloud": tenant.cloud, "flavor": "cp.tiny", "image": tenant.image, "networks": "none"},
-        )
+        connection = tenant_connection(tenant, "os-counted")
         config = openstack.config.OpenStackConfig(config_files=[tenant.clouds_yaml])
         own = openstack.connection.Connection(config=config.get_one(cloud=tenant.cloud))
         flavor, image = own.compute.find_flavor("cp.tiny"), own.image.find_image(tenant.image)

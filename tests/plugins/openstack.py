@@ -116,6 +116,18 @@ def tenant_of_its_own(openstack_cloud, tmp_path: Path, *, cloud: str, hide: tupl
         conn.identity.delete_project(project, ignore_missing=True)
 
 
+def tenant_connection(tenant, cloud_id: str, *projects, **options) -> CloudConnection:
+    """A connection to a `tenant_of_its_own`, as its member, granted to `projects`; `options` add to the usual."""
+    connection = CloudConnection.objects.create(
+        cloud_id=cloud_id,
+        backend="openstack",
+        credentials_ref=tenant.clouds_yaml,
+        options={"cloud": tenant.cloud, "flavor": "cp.tiny", "image": tenant.image, "networks": "none", **options},
+    )
+    connection.projects.add(*projects)
+    return connection
+
+
 def empty_project(conn, project_id: str) -> None:
     """Delete the servers and volumes a test left in a project of its own, before the project goes (Keystone
     would leave them behind, holding the dev cloud's capacity, with no project to find them by)."""

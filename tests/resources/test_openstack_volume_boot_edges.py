@@ -20,7 +20,7 @@ from clusters.models import CloudConnection
 from resources.backends import get_instance_backend
 from resources.models import Instance, Operation, Snapshot
 from tests import helpers
-from tests.plugins.openstack import INSTALLATION, tenant_of_its_own
+from tests.plugins.openstack import INSTALLATION, tenant_connection, tenant_of_its_own
 from tests.resources.test_openstack_instances import act, create, finished
 from tests.resources.test_openstack_volumes import os_volumes, running_on_a_volume  # noqa: F401 - the fixture
 
@@ -108,19 +108,7 @@ def diskless(os_instances, openstack_cloud, tmp_path):
         flavor = conn.compute.create_flavor(name=f"cp.nodisk-{tenant.name}", ram=64, vcpus=1, disk=0, is_public=False)
         try:
             conn.compute.flavor_add_tenant_access(flavor, tenant.project.id)
-            connection = CloudConnection.objects.create(
-                cloud_id="os-diskless",
-                backend="openstack",
-                credentials_ref=tenant.clouds_yaml,
-                options={
-                    "cloud": tenant.cloud,
-                    "flavor": flavor.name,
-                    "image": tenant.image,
-                    "networks": "none",
-                    "root_disk": "volume",
-                },
-            )
-            connection.projects.add(os_instances.world.alpha)
+            tenant_connection(tenant, "os-diskless", os_instances.world.alpha, flavor=flavor.name, root_disk="volume")
             yield SimpleNamespace(flavor=flavor.name, image=tenant.image)
         finally:
             conn.compute.delete_flavor(flavor, ignore_missing=True)
@@ -158,14 +146,7 @@ def no_cinder(openstack_cloud, world, tmp_path, settings):
     """A connection to a project whose catalog lists everything but Cinder, as a cloud without block storage."""
     settings.INSTALLATION_ID = INSTALLATION
     with tenant_of_its_own(openstack_cloud, tmp_path, cloud="nocinder", hide=("volumev3", "block-storage")) as tenant:
-        connection = CloudConnection.objects.create(
-            cloud_id="os-nocinder",
-            backend="openstack",
-            credentials_ref=tenant.clouds_yaml,
-            options={"cloud": tenant.cloud, "flavor": "cp.tiny", "image": tenant.image, "networks": "none"},
-        )
-        connection.projects.add(world.alpha)
-        yield connection
+        yield tenant_connection(tenant, "os-nocinder", world.alpha)
 
 
 @pytest.mark.django_db
