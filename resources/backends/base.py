@@ -133,6 +133,11 @@ class InstanceBackend:
         """Ask for the server; returns its id. Idempotent on `instance_id` (adopts a server already made)."""
         raise NotImplementedError
 
+    def server_made_for(self, instance_id: str) -> str | None:
+        """The id of the server a create call made for `instance_id`, if the cloud has it: a call whose answer
+        was lost may have made it all the same (services/run.py adopts it)."""
+        raise NotImplementedError
+
     def server(self, server_id: str) -> ServerView | None:
         """None when the cloud has no such server (deleted, maybe behind CloudPivot's back)."""
         raise NotImplementedError

@@ -262,17 +262,22 @@ class KubeVirtInstances(InstanceBackend):
         except KubeApiError as exc:
             if exc.status != 409:
                 raise
-            existing = self._vm(name)
-            labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
-            if labels.get(LABEL_INSTANCE) != label_value(request.instance_id) or (
-                labels.get(LABEL_INSTALLATION) != self.installation
-            ):
+            if self.server_made_for(request.instance_id) is None:
                 raise BackendError(
                     f"a VirtualMachine named {name} already exists in namespace {self.namespace} but was not "
                     "created by this CloudPivot installation for this instance; it was left alone",
                     kind="invalid_spec",
                 ) from None
         return name  # adopted when an earlier try already made it
+
+    def server_made_for(self, instance_id: str) -> str | None:
+        """The VM named from the instance id, if its labels say this installation made it for that instance."""
+        name = vm_name(instance_id)
+        labels = ((self._vm(name) or {}).get("metadata") or {}).get("labels") or {}
+        ours = labels.get(LABEL_INSTANCE) == label_value(instance_id) and labels.get(LABEL_INSTALLATION) == (
+            self.installation
+        )
+        return name if ours else None
 
     def manifest(self, request: CreateRequest) -> dict[str, Any]:
         """The VirtualMachine for a create request: our labels, the flavor's size, the image as root disk."""

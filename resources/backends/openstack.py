@@ -150,6 +150,14 @@ class OpenStackInstances(InstanceBackend):
             self._snapshot_refs[image_id] = str((image.properties or {}).get("cloudpivot_snapshot") or "")
         return self._snapshot_refs[image_id]
 
+    def server_made_for(self, instance_id: str) -> str | None:
+        """Known by the instance's tag; the oldest if a lost answer ever left two."""
+        conn = self._conn()
+        tags = f"{installation_tag()},{instance_tag(instance_id)}"
+        existing = self._call("looking for the instance's server", lambda: list(conn.compute.servers(tags=tags)))
+        alive = [s for s in existing if s.status not in ("DELETED", "SOFT_DELETED")]
+        return min(alive, key=lambda s: (s.created_at or "", s.id)).id if alive else None
+
     def server(self, server_id: str) -> ServerView | None:
         try:
             server = self._call(f"reading server {server_id}", self._conn().compute.get_server, server_id)
@@ -248,11 +256,9 @@ class OpenStackInstances(InstanceBackend):
     # ------------------------------------------------------------------ writes (each only asks)
     def create(self, request: CreateRequest) -> str:
         conn = self._conn()
-        tags = f"{installation_tag()},{instance_tag(request.instance_id)}"
-        existing = self._call("looking for the instance's server", lambda: list(conn.compute.servers(tags=tags)))
-        alive = [s for s in existing if s.status not in ("DELETED", "SOFT_DELETED")]
-        if alive:  # an earlier try got as far as Nova: adopt, never make a second one
-            return min(alive, key=lambda s: (s.created_at or "", s.id)).id
+        made = self.server_made_for(request.instance_id)
+        if made:  # an earlier try got as far as Nova: adopt, never make a second one
+            return made
         arguments: dict[str, Any] = {
             "name": request.name,
             "flavor_id": request.flavor_id,

@@ -171,15 +171,18 @@ class Runner:
             # on a resume too: the backend adopts a server an earlier try made (OpenStack: the instance's tag;
             # KubeVirt: the VM's name from the instance id), so a create killed before it wrote the id
             # makes no second one
-            server_id = self.backend.create(
-                CreateRequest(
-                    instance_id=str(self.instance.pk),
-                    name=self.instance.name,
-                    flavor_id=params["flavor_id"],
-                    image=params["image"],
-                    user_data=user_data_for(self.instance),
-                    volumes=tuple(DataVolume(v["size_gb"], v.get("name") or "") for v in params.get("volumes") or []),
-                )
+            request = CreateRequest(
+                instance_id=str(self.instance.pk),
+                name=self.instance.name,
+                flavor_id=params["flavor_id"],
+                image=params["image"],
+                user_data=user_data_for(self.instance),
+                volumes=tuple(DataVolume(v["size_gb"], v.get("name") or "") for v in params.get("volumes") or []),
+            )
+            server_id = self._ask_once(
+                lambda: self.backend.create(request),
+                look=lambda: self.backend.server_made_for(request.instance_id),
+                what=f"the server of instance {request.name!r}",
             )
             self.called()  # the server exists, the instance does not name it yet
             Instance.objects.filter(pk=self.instance.pk).update(server_id=server_id)
@@ -224,29 +227,38 @@ class Runner:
         return {"image_id": image_id, "size_bytes": image.size_bytes, "pruned": pruned}
 
     def _take_snapshot(self, snapshot: Snapshot) -> str:
-        """Ask for the snapshot's image at most once: the call is not idempotent everywhere, and the cloud goes on
-        after its answer was lost (nova-api makes a volume-booted server's Cinder snapshot before it answers,
-        which can outlast the API timeout). A resume adopts what an earlier try made; a lost answer awaits it."""
+        """Ask for the snapshot's image at most once (nova-api makes a volume-booted server's Cinder snapshot
+        before it answers, which can outlast the API timeout). A resume adopts what an earlier try made."""
         made_as, name = str(snapshot.pk), snapshot.name
         if self.resuming and (found := self.backend.snapshot_image(made_as, name=name)):
             return found
         metadata = {"cloudpivot_snapshot": made_as, "cloudpivot_instance": str(self.instance.pk)}
+        return self._ask_once(
+            lambda: self.backend.snapshot(self.instance.server_id, name=name, metadata=metadata),
+            look=lambda: self.backend.snapshot_image(made_as, name=name),
+            what=f"the image of snapshot {name!r}",
+        )
+
+    def _ask_once(self, call: Callable[[], str], *, look: Callable[[], str | None], what: str) -> str:
+        """Make a call that is not idempotent everywhere at most once. The cloud goes on after its answer was
+        lost to a timeout, so then `look` awaits what it made (the Operation's deadline, budget and lease);
+        a look the slow cloud leaves unanswered is looked again."""
         try:
-            return self.backend.snapshot(self.instance.server_id, name=name, metadata=metadata)
+            return call()
         except BackendError as exc:
             if exc.kind != "transient":
                 raise
             lost = exc.message
 
-        def made() -> str | None:  # the cloud is slow now: an unanswered look is looked again
+        def made() -> str | None:
             try:
-                return self.backend.snapshot_image(made_as, name=name)
+                return look()
             except BackendError as exc:
                 if exc.kind != "transient":
                     raise
                 return None
 
-        return self.wait(made, f"the image of snapshot {name!r}, asked for when {lost}")
+        return self.wait(made, f"{what}, asked for when {lost}")
 
     def restore(self) -> dict[str, Any]:
         image_id = self.operation.params["image"]

@@ -169,8 +169,9 @@ def test_an_openstack_task_picks_its_image_from_glance(open_page, os_live, world
     page.goto("/tasks/new")
     page.get_by_label("Command").fill("true")
     page.get_by_label("Cloud").select_option("os-dev")
+    # The form part comes back once the cloud has listed its images: the shared dev OpenStack is slow under load
     expect(page.locator("#submit-cloud-note")).to_contain_text(
-        "os-dev (OpenStack): each task gets a VM of the flavor cp.tiny"
+        "os-dev (OpenStack): each task gets a VM of the flavor cp.tiny", timeout=30_000
     )
     image = page.get_by_label("Image")
     expect(image.locator('option[value="cp-runner-fake"]')).to_have_count(1)  # from the cloud's image list

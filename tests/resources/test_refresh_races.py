@@ -8,6 +8,7 @@ import pytest
 
 from cloudpivot.accounts.models import AuditEntry
 from resources.backends import get_instance_backend
+from resources.backends.base import ServerView
 from resources.models import Instance, Operation
 from resources.services.refresh import _observe
 from tests.builders import instance_row
@@ -42,6 +43,19 @@ def test_a_delete_finished_during_the_cloud_read_stays_deleted(os_world):
     fresh = gone_instance(os_world)
     assert _observe(Instance.objects.get(pk=fresh.pk), None, backend) == 1
     assert Instance.objects.get(pk=fresh.pk).status == "Unknown"
+
+
+def test_a_server_the_cloud_shows_deleted_is_gone_not_deleted_by_us(os_world):
+    """Nova shows a server DELETED for a moment before it answers 404: the refresh concludes the same from both
+    (Unknown, with the evidence), never the portal's Deleted, which only a delete through CloudPivot writes."""
+    instance = gone_instance(os_world)
+    view = ServerView(id=instance.server_id, status="Deleted", settled=True, raw_status="DELETED")
+
+    assert _observe(Instance.objects.get(pk=instance.pk), view, get_instance_backend(os_world.connection)) == 1
+
+    row = Instance.objects.get(pk=instance.pk)
+    assert row.status == "Unknown" and row.status_reason.startswith(f"server {instance.server_id} not found")
+    assert AuditEntry.objects.filter(action="resources:instance-unknown", object_ref=str(instance.pk)).exists()
 
 
 def test_an_action_started_during_the_cloud_read_is_left_to_its_operation(os_world):

@@ -1,16 +1,19 @@
-"""A snapshot whose answer is lost, on the real development OpenStack: to a timeout, or to a worker that died.
+"""Calls whose answer is lost, on the real development OpenStack: to a timeout, or to a worker that died.
 
-Nova goes on with a createImage after its client gave up (a volume-booted server's snapshot can outlast
-the API timeout on a busy cloud: nova-api makes the Cinder snapshot before it answers). Played for real: a
-proxy in front of Nova holds the createImage request back longer than the connection's API timeout, then
-passes it on. The Operation must adopt the image Nova made (known by its `cloudpivot_snapshot` property)
-rather than fail, and must not ask twice (a second image). A resumed Operation whose dead worker's call
-reached Nova, but whose image id was never written, adopts that image the same way.
+Nova goes on with a request after its client gave up (a volume-booted server's snapshot can outlast the
+API timeout on a busy cloud: nova-api makes the Cinder snapshot before it answers; a create waits on
+Glance and Neutron before it answers). Played for real: a proxy in front of Nova holds the chosen request
+back longer than the connection's API timeout, then passes it on. The Operation must adopt what Nova made
+(a server by the instance's tag, an image by its `cloudpivot_snapshot` property) rather than fail, and
+must not ask twice. A resumed Operation whose dead worker's call reached Nova, but whose image id was never
+written, adopts that image the same way.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,7 @@ from resources import jobs
 from resources.models import Operation, Snapshot
 from tests.clusters.slow_proxy import SlowProxy
 from tests.plugins.openstack import INSTALLATION
-from tests.resources.test_openstack_instances import act, create, finished
+from tests.resources.test_openstack_instances import act, create, finished, instance
 from tests.resources.test_operation_resume import left_by_a_dead_worker, running_instance, settle
 
 pytestmark = [pytest.mark.e2e]
@@ -46,11 +49,11 @@ class FirstActionOnceArmed:
         return False
 
 
-def test_a_snapshot_whose_answer_was_lost_adopts_the_image_nova_made(os_instances, api, snapshot_filler, tmp_path):
-    conn = os_instances.conn
-    nova = conn.compute.get_endpoint()  # http://127.0.0.1:8774/v2.1
-    creates_image = FirstActionOnceArmed()
-    proxy = SlowProxy(nova, delay=HELD_BACK, slow=creates_image)
+@contextmanager
+def through_a_slow_nova(os_instances, tmp_path: Path, slow) -> Iterator[SlowProxy]:
+    """The test's connection talks to Nova through a SlowProxy that holds back what `slow` picks."""
+    nova = os_instances.conn.compute.get_endpoint()  # http://127.0.0.1:8774/v2.1
+    proxy = SlowProxy(nova, delay=HELD_BACK, slow=slow)
     clouds = yaml.safe_load(Path(os_instances.cloud.clouds_yaml).read_text())
     entry = clouds["clouds"][os_instances.cloud.cloud]
     entry["compute_endpoint_override"] = proxy.url + nova.split(":8774", 1)[1]
@@ -61,6 +64,28 @@ def test_a_snapshot_whose_answer_was_lost_adopts_the_image_nova_made(os_instance
     connection.options = {**connection.options, "api_timeout_seconds": API_TIMEOUT}
     connection.save()
     try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def test_a_create_whose_answer_was_lost_adopts_the_server_nova_made(os_instances, api, tmp_path):
+    conn = os_instances.conn
+    with through_a_slow_nova(os_instances, tmp_path, lambda method, path: (method, path) == ("POST", "/v2.1/servers")):
+        response = create(api)
+        assert response.status_code == 202, response.json()
+        operation = finished(api, response.json()["id"])
+
+    instance_id = operation["instance"]
+    servers = list(conn.compute.servers(tags=f"cpi-{instance_id.replace('-', '')}"))
+    assert [s.id for s in servers] == [operation["result"]["server_id"]]  # asked once, adopted
+    assert instance(api, instance_id)["status"] == "Running"
+
+
+def test_a_snapshot_whose_answer_was_lost_adopts_the_image_nova_made(os_instances, api, snapshot_filler, tmp_path):
+    conn = os_instances.conn
+    creates_image = FirstActionOnceArmed()
+    with through_a_slow_nova(os_instances, tmp_path, creates_image) as proxy:
         response = create(api)
         assert response.status_code == 202, response.json()
         instance_id = finished(api, response.json()["id"])["instance"]
@@ -70,12 +95,10 @@ def test_a_snapshot_whose_answer_was_lost_adopts_the_image_nova_made(os_instance
 
         snapshot = Snapshot.objects.get(pk=operation["snapshot"])
         assert proxy.most_held == 1 and not creates_image.armed.is_set()  # the createImage was held back
-        actions = [a.action for a in conn.compute.server_actions(snapshot.instance.server_id)]
-        assert actions.count("createImage") == 1, actions  # asked once: the lost answer was not asked again
-        assert made_as(conn, snapshot) == [snapshot.image_id]
-        assert snapshot.status == "available" and conn.image.get_image(snapshot.image_id).status == "active"
-    finally:
-        proxy.close()
+    actions = [a.action for a in conn.compute.server_actions(snapshot.instance.server_id)]
+    assert actions.count("createImage") == 1, actions  # asked once: the lost answer was not asked again
+    assert made_as(conn, snapshot) == [snapshot.image_id]
+    assert snapshot.status == "available" and conn.image.get_image(snapshot.image_id).status == "active"
 
 
 def made_as(conn, snapshot: Snapshot) -> list[str]:
