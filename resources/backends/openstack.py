@@ -53,10 +53,11 @@ STATUS_MAP = {
     "SHELVED": InstanceStatus.STOPPED,
     "SHELVED_OFFLOADED": InstanceStatus.STOPPED,
     "ERROR": InstanceStatus.FAILED,
-    "DELETED": InstanceStatus.DELETED,
-    "SOFT_DELETED": InstanceStatus.DELETED,
     "UNKNOWN": InstanceStatus.UNKNOWN,
 }
+# Nova shows a deleted server so for a moment before it answers 404: no server, for every reader (services/run.py's
+# delete, the refresh), as the base class's server() says.
+GONE = ("DELETED", "SOFT_DELETED")
 # Statuses that are themselves work in progress, whatever task_state says.
 TRANSITIONAL = {"BUILD", "REBOOT", "HARD_REBOOT", "REBUILD", "RESIZE", "REVERT_RESIZE", "MIGRATING"}
 TASK_STATE_STATUS = {
@@ -155,7 +156,7 @@ class OpenStackInstances(InstanceBackend):
         conn = self._conn()
         tags = f"{installation_tag()},{instance_tag(instance_id)}"
         existing = self._call("looking for the instance's server", lambda: list(conn.compute.servers(tags=tags)))
-        alive = [s for s in existing if s.status not in ("DELETED", "SOFT_DELETED")]
+        alive = [s for s in existing if s.status not in GONE]
         return min(alive, key=lambda s: (s.created_at or "", s.id)).id if alive else None
 
     def server(self, server_id: str) -> ServerView | None:
@@ -165,7 +166,7 @@ class OpenStackInstances(InstanceBackend):
             if exc.kind == "not_found":
                 return None
             raise
-        return _view(server)
+        return _observed(server)
 
     def servers(self) -> dict[str, ServerView]:
         conn = self._conn()
@@ -173,7 +174,8 @@ class OpenStackInstances(InstanceBackend):
             "listing instance servers",
             lambda: list(conn.compute.servers(details=True, tags=installation_tag())),
         )
-        return {s.id: _view(s) for s in servers if (s.metadata or {}).get(META_INSTANCE)}
+        views = (_observed(s) for s in servers if (s.metadata or {}).get(META_INSTANCE))
+        return {view.id: view for view in views if view is not None}
 
     def image(self, image_id: str) -> ImageView | None:
         try:
@@ -486,6 +488,11 @@ def _volume_snapshots(image: Any) -> list[dict[str, Any]]:
     except ValueError:
         return []
     return [m for m in mappings if isinstance(m, dict) and m.get("source_type") == "snapshot" and m.get("snapshot_id")]
+
+
+def _observed(server: Any) -> ServerView | None:
+    """None for a server Nova shows deleted (GONE): there is no server."""
+    return None if server.status in GONE else _view(server)
 
 
 def _view(server: Any) -> ServerView:

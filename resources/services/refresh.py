@@ -68,8 +68,6 @@ def _observe(instance: Instance, view, backend) -> int:
     now = timezone.now()
     if view is None:
         view = backend.server(instance.server_id)  # not in our tagged list: ask for it by id before concluding
-    if view is not None and view.status == InstanceStatus.DELETED:
-        view = None  # Nova shows a server DELETED for a moment before it is gone: deleted all the same
     if view is None:
         if instance.status == InstanceStatus.UNKNOWN:
             _as_read(instance).update(observed_at=now)

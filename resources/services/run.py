@@ -333,8 +333,7 @@ class Runner:
             self.called()
 
             def gone():
-                view = backend.server(server)
-                return True if view is None or view.status == S.DELETED else None
+                return True if backend.server(server) is None else None
 
             self.wait(gone, f"server {server} gone")
             if self.operation.params.get("volumes") == "purge":

@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from openstack.compute.v2.server import Server
 
 from cloudpivot.accounts.models import AuditEntry
 from resources.backends import get_instance_backend
-from resources.backends.base import ServerView
+from resources.backends.openstack import GONE, _observed
 from resources.models import Instance, Operation
 from resources.services.refresh import _observe
 from tests.builders import instance_row
@@ -46,10 +47,13 @@ def test_a_delete_finished_during_the_cloud_read_stays_deleted(os_world):
 
 
 def test_a_server_the_cloud_shows_deleted_is_gone_not_deleted_by_us(os_world):
-    """Nova shows a server DELETED for a moment before it answers 404: the refresh concludes the same from both
-    (Unknown, with the evidence), never the portal's Deleted, which only a delete through CloudPivot writes."""
+    """Nova shows a server DELETED for a moment before it answers 404: the backend reads both as no server, so the
+    refresh concludes Unknown (with the evidence), never the portal's Deleted, which only a delete through
+    CloudPivot writes."""
     instance = gone_instance(os_world)
-    view = ServerView(id=instance.server_id, status="Deleted", settled=True, raw_status="DELETED")
+    for status in GONE:
+        assert _observed(Server(id=instance.server_id, status=status)) is None
+    view = _observed(Server(id=instance.server_id, status="DELETED"))
 
     assert _observe(Instance.objects.get(pk=instance.pk), view, get_instance_backend(os_world.connection)) == 1
 
