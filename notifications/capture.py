@@ -1,16 +1,12 @@
 """Copying what happens into the feed: every TaskEvent, every state an instance Operation reaches, every
 change of an instance's readiness.
 
-Task events are caught by `post_save` on TaskEvent, inside the transaction that appends them
-(tasks.services.lifecycle.event_append), so an event and its feed copy commit or vanish together and the
-task path needs no change. This is an outbox row, not business logic: it only copies.
-
-Operations end through queryset updates (no signal), so their states are also picked up by a scan of the
-Operations changed lately (`operations_capture`), run by every feed read and the pump job; `source` makes a
-second capture of the same state a no-op.
-
-Readiness changes are queryset updates too; resources sends `instance_readiness_changed` in the transaction
-that wrote one (resources/services/readiness.py), as tasks sends `task_events_bulk_created`.
+Each is announced by the one writer of its rows, inside the transaction that writes it, so a change and its
+feed copy commit or vanish together and no reader scans for what it missed: `task_events_appended` by
+tasks.services.lifecycle (and the other appenders of task events), `operation_state_changed` by
+resources.services.operations, `instance_readiness_changed` by resources.services.readiness. These are outbox
+rows, not business logic: they only copy. `source` makes a second copy of the same state a no-op (a resumed
+Operation is RUNNING twice).
 """
 
 from __future__ import annotations
@@ -18,35 +14,25 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models.signals import post_save
 from django.utils import timezone
 
 from cloudpivot.rows import objects_insert
 from notifications.models import FeedEvent
 from resources.models import Instance, Operation
+from resources.services.operations import operation_state_changed
 from resources.services.readiness import instance_readiness_changed, readiness_words
 from tasks.models import TaskEvent
-from tasks.services.lifecycle import task_events_bulk_created
-
-# How far back the scan looks for Operations that changed; the pump job runs every minute.
-OPERATION_LOOKBACK = dt.timedelta(hours=1)
+from tasks.services.lifecycle import task_events_appended
 
 
 def connect() -> None:
-    post_save.connect(task_event_saved, sender=TaskEvent, dispatch_uid="notifications.task_event")
-    task_events_bulk_created.connect(task_events_saved, sender=TaskEvent, dispatch_uid="notifications.task_events")
-    post_save.connect(operation_saved, sender=Operation, dispatch_uid="notifications.operation")
+    task_events_appended.connect(task_events_saved, sender=TaskEvent, dispatch_uid="notifications.task_events")
+    operation_state_changed.connect(operation_changed, sender=Operation, dispatch_uid="notifications.operation")
     instance_readiness_changed.connect(readiness_changed, sender=Instance, dispatch_uid="notifications.readiness")
 
 
-def task_event_saved(sender: Any, instance: TaskEvent, created: bool, raw: bool = False, **kwargs: Any) -> None:
-    if not created or raw:
-        return
-    task_event_entry(instance).save()
-
-
 def task_events_saved(sender: Any, events: list[TaskEvent], **kwargs: Any) -> None:
-    """Events inserted in bulk (a Runner's batch of progress reports) send no post_save: one INSERT copies them."""
+    """One event or a Runner's batch of progress reports: one INSERT copies them."""
     objects_insert(FeedEvent, [task_event_entry(event) for event in events])
 
 
@@ -66,10 +52,8 @@ def task_event_entry(event: TaskEvent) -> FeedEvent:
     )
 
 
-def operation_saved(sender: Any, instance: Operation, raw: bool = False, **kwargs: Any) -> None:
-    if raw:
-        return
-    FeedEvent.objects.bulk_create([operation_entry(instance)], ignore_conflicts=True)
+def operation_changed(sender: Any, operation: Operation, **kwargs: Any) -> None:
+    FeedEvent.objects.bulk_create([operation_entry(operation)], ignore_conflicts=True)
 
 
 def operation_entry(operation: Operation) -> FeedEvent:
@@ -108,28 +92,3 @@ def readiness_entry(instance: Instance, *, ready: bool, reason: str, at: dt.date
         occurred_at=at,
         source=f"instance-readiness:{instance.pk}:{at.isoformat()}",
     )
-
-
-def operations_capture() -> int:
-    """Copy the states of Operations changed within the lookback that the feed does not have yet."""
-    since = timezone.now() - OPERATION_LOOKBACK
-    changed = Operation.objects.filter(updated_at__gte=since).only(
-        "id",
-        "project_id",
-        "instance_id",
-        "snapshot_id",
-        "action",
-        "state",
-        "error_kind",
-        "error_message",
-        "created_at",
-        "started_at",
-        "finished_at",
-    )
-    entries = [operation_entry(operation) for operation in changed]
-    if not entries:
-        return 0
-    known = set(FeedEvent.objects.filter(source__in=[e.source for e in entries]).values_list("source", flat=True))
-    fresh = [e for e in entries if e.source not in known]
-    FeedEvent.objects.bulk_create(fresh, ignore_conflicts=True)
-    return len(fresh)

@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import ApplicationError
-from notifications.capture import operations_capture
 from notifications.models import FeedEvent, FeedSequence
 
 SEQUENCE_BATCH = 5000
@@ -33,7 +32,6 @@ FROM (
 WHERE notifications_feedevent.id = numbered.id
 """
 WAIT_STEP_SECONDS = 0.25
-CAPTURE_EVERY_SECONDS = 1.0
 
 
 class CursorExpired(ApplicationError):
@@ -70,10 +68,8 @@ def feed_sequence() -> int:
             return given
 
 
-def feed_refresh(*, capture: bool = True) -> int:
-    """Bring the feed up to date: capture what signals cannot see, then sequence; how many entries were given."""
-    if capture:
-        operations_capture()
+def feed_refresh() -> int:
+    """Bring the feed up to date (every entry is copied when its change is written): sequence; how many were given."""
     return feed_sequence()
 
 
@@ -140,12 +136,8 @@ def feed_page(
             extra={"oldest_cursor": pruned},
         )
     deadline = time.monotonic() + wait
-    captured_at = 0.0
     while True:
-        # a long poll scans the Operations once a second; new task events need only the sequencer
-        capture = time.monotonic() - captured_at >= CAPTURE_EVERY_SECONDS
-        captured_at = time.monotonic() if capture else captured_at
-        feed_refresh(capture=capture)
+        feed_refresh()
         high = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
         visible = feed_visible_to(user=user, where=where).filter(position__gt=after).order_by("position")
         rows = list(visible[: limit + 1])

@@ -59,6 +59,16 @@ class SnapshotStatus(models.TextChoices):
 
 
 OPEN_OPERATION_STATES = (OperationState.PENDING, OperationState.RUNNING)
+_O = OperationState
+# An Operation is born PENDING (asked for) or SUCCEEDED (a change the refresh observed and records as done); its
+# one writer is resources.services.operations. RUNNING → RUNNING: a new worker resumes one whose lease ran out.
+OPERATION_BORN = frozenset({_O.PENDING, _O.SUCCEEDED})
+OPERATION_TRANSITIONS: dict[str, frozenset[str]] = {
+    _O.PENDING: frozenset({_O.RUNNING}),
+    _O.RUNNING: frozenset({_O.RUNNING, _O.SUCCEEDED, _O.FAILED}),
+    _O.SUCCEEDED: frozenset(),
+    _O.FAILED: frozenset(),
+}
 # An instance in these statuses holds quota (a failed create that left no server does not: see services).
 NOT_HOLDING = (InstanceStatus.DELETED,)
 

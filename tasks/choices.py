@@ -66,6 +66,19 @@ class AttemptState(models.TextChoices):
     LOST = "lost", "Lost"
 
 
+A = AttemptState
+# An attempt's own life, beside its task's (DESIGN §3); `tasks.services.lifecycle.attempt_transition` is its only
+# writer. STARTING → STARTING is a start claimed again after a worker gave up on it (reconcile's start claim).
+# A program may be reported running before its start was recorded, or end (or be lost) before it was seen running.
+ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
+    A.CREATED: frozenset({A.STARTING, A.RUNNING, A.FINISHED, A.LOST}),
+    A.STARTING: frozenset({A.STARTING, A.RUNNING, A.FINISHED, A.LOST}),
+    A.RUNNING: frozenset({A.FINISHED, A.LOST}),
+    A.FINISHED: frozenset(),
+    A.LOST: frozenset(),
+}
+
+
 class StopReason(models.TextChoices):
     CANCEL = "cancel", "Cancelled by a user"
     TIMEOUT = "timeout", "Timed out"

@@ -7,7 +7,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from cloudpivot import credentials
-from resources.models import Instance, Snapshot
+from resources.models import Instance, Operation, Snapshot
+from resources.services.operations import operation_create, operation_transition
 from tasks.models import Attempt, Task
 from tasks.services.admission import connection_admit
 from tasks.services.logs import log_append
@@ -80,6 +81,19 @@ def instance_row(*, connection, project, owner, **fields) -> Instance:
         "image": "cp-runner-fake",
     }
     return Instance.objects.create(connection=connection, project=project, owner=owner, **(values | fields))
+
+
+def operation_failed(
+    *, instance: Instance, user, action: str = "start", message: str = "the cloud said no"
+) -> Operation:
+    """An Operation asked by `user` on `instance`, taken by a worker and ended failed, through its one writer."""
+    with transaction.atomic():
+        operation = operation_create(project=instance.project, instance=instance, action=action, requested_by=user)
+    with transaction.atomic():
+        operation_transition(operation=operation, to="running", claimed_by="a worker")
+    with transaction.atomic():
+        operation_transition(operation=operation, to="failed", error_message=message, error_kind="failed")
+    return operation
 
 
 def snapshot_row(*, connection, project, owner, **fields) -> Snapshot:

@@ -7,7 +7,8 @@ they do not remove them; only `if TYPE_CHECKING:` blocks are skipped, they never
 - no module imports another app's underscore names, nor uses private members only another app defines;
 - each cloud SDK is imported only inside its backend package;
 - the core of an app imports only its own app and the layers below it (interfaces may import any core);
-- no source file over 600 lines (the single-file Runner excepted).
+- no source file over 600 lines (the single-file Runner excepted);
+- the state of a Task, an Attempt and an Operation is written only by its one writer module.
 
 Every violation fails at once, with the path or the line that breaks the rule.
 """
@@ -388,6 +389,105 @@ def long_files() -> list[str]:
 def test_no_source_file_is_over_600_lines():
     mine = long_files()
     assert not mine, _report("files too long", mine)
+
+
+# ---------------------------------------------------------------------------- (e) one writer per stateful row
+# The state of each of these rows is written by one module (docs/architecture.md, "One writer per row"); any other
+# assignment of it, or a queryset write of it, is a second writer. Reads (filter, exclude, comparisons) are free.
+STATE_WRITERS = {
+    "TaskState": "tasks.services.lifecycle",
+    "AttemptState": "tasks.services.lifecycle",
+    "OperationState": "resources.services.operations",
+}
+BORN_BY = {"Operation": "resources.services.operations"}  # rows whose birth is a state too
+WRITING_CALLS = {"update", "create", "bulk_create", "get_or_create", "update_or_create"}
+
+
+def _states_named(node: ast.AST) -> set[str]:
+    """The state enums whose members `node` mentions (`AttemptState.RUNNING` → AttemptState)."""
+    return {
+        sub.value.id
+        for sub in ast.walk(node)
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id in STATE_WRITERS
+    }
+
+
+def _targets(node: ast.AST) -> list[ast.AST]:
+    return [leaf for target in getattr(node, "targets", [getattr(node, "target", None)]) for leaf in ast.walk(target)]
+
+
+def state_writes(root: Path = ROOT) -> list[str]:
+    found = []
+    for module, path in modules(root).items():
+        if module.endswith("choices"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            written: set[str] = set()
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and node.value is not None:
+                if any(isinstance(t, ast.Attribute) and t.attr == "state" for t in _targets(node)):
+                    written = _states_named(node.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in WRITING_CALLS:
+                    written = {name for kw in node.keywords if kw.arg == "state" for name in _states_named(kw.value)}
+                receiver = node.func.value
+                if node.func.attr == "create" and isinstance(receiver, ast.Attribute) and receiver.attr == "objects":
+                    model = receiver.value.id if isinstance(receiver.value, ast.Name) else ""
+                    if model in BORN_BY and BORN_BY[model] != module:
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: {model} is born in {BORN_BY[model]}")
+            for name in sorted(written):
+                if STATE_WRITERS[name] != module:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: writes a {name}; only {STATE_WRITERS[name]}")
+    return found
+
+
+def test_each_stateful_row_has_one_writer():
+    mine = state_writes()
+    assert not mine, _report("state written outside its one writer", mine)
+
+
+def test_the_state_rule_sees_an_assignment_a_tuple_and_a_queryset_update(tmp_path):
+    package = tmp_path / "shop"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "sneaky.py").write_text(
+        "def f(attempt, now):\n"
+        "    attempt.state = AttemptState.LOST\n"
+        "    attempt.state, attempt.at = AttemptState.RUNNING, now\n"
+        "    Attempt.objects.filter(pk=1, state=AttemptState.CREATED).update(state=AttemptState.STARTING)\n"
+        "    Operation.objects.create(action='stop')\n"
+        "    return attempt.state == AttemptState.RUNNING\n"
+    )
+    modules.cache_clear()
+    try:
+        found = state_writes(tmp_path)
+    finally:
+        modules.cache_clear()
+    assert [line.split(": ")[0] for line in found] == [f"shop/sneaky.py:{n}" for n in (2, 3, 4, 5)], found
+
+
+def upward_calls_in_code(root: Path = ROOT) -> set[str]:
+    """Each `register_*` function and each module-level `X = Signal()` of the apps, as `module.name`."""
+    found = set()
+    for module, path in modules(root).items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("register_"):
+                found.add(f"{module}.{node.name}")
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                called = node.value.func
+                if getattr(called, "id", getattr(called, "attr", "")) == "Signal":
+                    found.update(f"{module}.{target.id}" for target in node.targets if isinstance(target, ast.Name))
+    return found
+
+
+def upward_calls_listed() -> set[str]:
+    section = DOC.read_text().split("## Calls that go up the layers", 1)[1].split("\n## ", 1)[0]
+    return {name for line in section.splitlines() for name in re.findall(r"^- `([\w.]+)`", line)}
+
+
+def test_every_registry_and_signal_is_listed_as_a_call_up_the_layers_and_every_listed_one_exists():
+    code, listed = upward_calls_in_code(), upward_calls_listed()
+    assert not code - listed, _report("registries or signals missing from docs/architecture.md", sorted(code - listed))
+    assert not listed - code, _report("listed in docs/architecture.md but not in the code", sorted(listed - code))
 
 
 # ---------------------------------------------------------------------------- the checker itself

@@ -13,6 +13,7 @@ from resources.backends.base import BackendError, Unsupported, VolumeView
 from resources.choices import Action
 from resources.models import KeptVolume, Operation
 from resources.selectors import check_can_act
+from resources.services.operations import operation_create
 from resources.services.requests import _operation_for_key, _recheck_key, _save_operation
 from resources.services.volumes import in_use_words, reclaim_in_flight
 
@@ -45,7 +46,7 @@ def volume_reclaim(*, user: AbstractBaseUser, volume: KeptVolume, idempotency_ke
         locked = KeptVolume.objects.select_for_update().get(pk=volume.pk)
         _recheck_key(user=user, key=idempotency_key, digest=digest)
         _check_reclaimable(locked)
-        return Operation.objects.create(
+        return operation_create(
             project_id=locked.project_id,
             instance_id=locked.instance_id,
             action=Action.VOLUME_RECLAIM,

@@ -20,7 +20,8 @@ from resources.audit import audit_system
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
 from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, PowerState
-from resources.models import Instance, Operation
+from resources.models import Instance
+from resources.services.operations import operation_create
 from resources.services.readiness import readiness_observe
 from resources.services.run import server_reason
 
@@ -144,7 +145,7 @@ def _guest_stopped(instance: Instance, view, backend) -> int:
             backend.keep_stopped(instance.server_id)
         except BackendError:
             return 0
-        operation = Operation.objects.create(
+        operation = operation_create(
             project_id=instance.project_id,
             instance_id=instance.pk,
             action=Action.STOP,

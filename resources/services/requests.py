@@ -49,6 +49,7 @@ from resources.choices import (
 from resources.choices import SnapshotStatus as SS
 from resources.models import Instance, Operation, Snapshot
 from resources.selectors import check_can_act
+from resources.services.operations import operation_create
 
 
 # ---------------------------------------------------------------------------- idempotency
@@ -181,7 +182,7 @@ def instance_create(
             params["volumes"] = volumes
         if snapshot is not None:
             params["snapshot"] = str(snapshot.pk)
-        operation = Operation.objects.create(
+        operation = operation_create(
             project=project,
             instance=instance,
             snapshot=snapshot,
@@ -332,7 +333,7 @@ def instance_action(
                 instance=locked,
             )
             params["snapshot"] = str(made_snapshot.pk)
-        operation = Operation.objects.create(
+        operation = operation_create(
             project=locked.project,
             instance=locked,
             snapshot=made_snapshot,
@@ -500,7 +501,7 @@ def snapshot_delete(*, user: AbstractBaseUser, snapshot: Snapshot, idempotency_k
                 "delete it once that operation has finished"
             )
         Snapshot.objects.filter(pk=locked.pk).update(status=SS.DELETING)
-        return Operation.objects.create(
+        return operation_create(
             project=locked.project,
             instance=locked.instance,
             snapshot=locked,

@@ -25,6 +25,7 @@ from resources.choices import SETTLES_AT, Action, InstanceStatus, OperationState
 from resources.cloud_quota import quota_message
 from resources.models import Instance, KeptVolume, Operation, Snapshot
 from resources.services.lease import Lease, lease_end, max_resumes, worker_name
+from resources.services.operations import operation_transition
 from resources.services.readiness import BOOTS, readiness_after_operation, readiness_reset
 from resources.services.snapshots import snapshots_prune_over_quota
 from resources.services.timing import deadline_seconds, operation_budget_seconds, poll_interval
@@ -61,11 +62,14 @@ def operation_run(*, operation_id: str) -> str:
             # running under a live lease: another worker has it; its lease ran out: the reaper (or this very
             # job, re-delivered) resumes it; finished: nothing left. So a second enqueue is a no-op.
             return "nothing to do"
-        operation.state = OperationState.RUNNING
-        operation.started_at = operation.started_at or now
-        operation.claimed_by, operation.lease_until = holder, lease_end()
-        operation.resumes += 1 if resuming else 0
-        operation.save(update_fields=["state", "started_at", "claimed_by", "lease_until", "resumes", "updated_at"])
+        operation_transition(
+            operation=operation,
+            to=OperationState.RUNNING,
+            started_at=operation.started_at or now,
+            claimed_by=holder,
+            lease_until=lease_end(),
+            resumes=operation.resumes + (1 if resuming else 0),
+        )
     lease = Lease(operation_id, holder).start()
     try:
         return _operation_run(operation_id, holder, lease, resuming)
@@ -516,16 +520,15 @@ class Runner:
         now = timezone.now()
         self.operation.error_kind = kind
         with transaction.atomic():
-            rows = Operation.objects.filter(pk=self.operation.pk)
-            if self.holder:  # a worker ends only what it still holds: not a row resumed by another one
-                rows = rows.filter(claimed_by=self.holder, state=OperationState.RUNNING)
-            ended = rows.update(
-                state=state,
+            # a worker ends only what it still holds (`holder`): not a row resumed by another one
+            ended = operation_transition(
+                operation=self.operation,
+                to=state,
+                holder=self.holder,
                 error_kind=kind,
                 error_message=message[:4000],
                 result=result or {},
                 finished_at=now,
-                updated_at=now,
             )
             if not ended:
                 return

@@ -24,7 +24,14 @@ from tasks import dispatch
 from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState, retry_backoff_seconds
 from tasks.models import Attempt, Task
 from tasks.services.debug_hold import debug_hold_begin, debug_hold_ended
-from tasks.services.lifecycle import Transitions, event_append, lock_task_and_attempt, on_commit_once, task_transition
+from tasks.services.lifecycle import (
+    Transitions,
+    attempt_transition,
+    event_append,
+    lock_task_and_attempt,
+    on_commit_once,
+    task_transition,
+)
 from tasks.services.logs import log_copy_from_cloud
 from tasks.services.secret_delivery import task_secret_refs, task_secrets
 from tasks.services.start_claim import start_claim_held
@@ -167,9 +174,11 @@ def attempt_start(*, attempt_id: int) -> str:
             attempt.external_ref = ref.ref
             attempt.cloud_created_at = timezone.now()
             attempt.start_error = ""
+            recorded = ["external_ref", "cloud_created_at", "start_error"]
             if attempt.state == AttemptState.CREATED:
-                attempt.state = AttemptState.STARTING
-            attempt.save(update_fields=["external_ref", "cloud_created_at", "start_error", "state", "updated_at"])
+                attempt_transition(attempt=attempt, to=AttemptState.STARTING, fields=recorded)
+            else:  # claimed STARTING already, or reported RUNNING by its Runner before the start was recorded
+                attempt.save(update_fields=[*recorded, "updated_at"])
             crash_point("start.recorded")  # one transaction with the STARTING event: neither is kept
         if attempt.is_closed:
             _remove_late_start(attempt)
@@ -287,17 +296,23 @@ def attempt_stop_now(*, attempt_id: int) -> str:
 
 # ---------------------------------------------------------------------------- close and clean up
 def attempt_close(
-    *, task: Task, attempt: Attempt, outcome: str, reason: str, data: dict[str, Any] | None = None
+    *,
+    task: Task,
+    attempt: Attempt,
+    outcome: str,
+    reason: str,
+    data: dict[str, Any] | None = None,
+    lost: bool = False,
 ) -> None:
-    """Close a locked attempt and move its locked task to `outcome` (or to RETRY_WAIT when retries are left)."""
+    """Close a locked attempt and move its locked task to `outcome` (or to RETRY_WAIT when retries are left).
+
+    `lost`: nobody can tell how the execution ended (the attempt ends LOST, not FINISHED)."""
     now = timezone.now()
     attempt.closed_at = now
     attempt.finished_at = attempt.finished_at or now
-    if attempt.state != AttemptState.LOST:
-        attempt.state = AttemptState.FINISHED
     attempt.cleanup_state = _cleanup_needed(task, attempt)
     debug_hold_begin(task=task, attempt=attempt, outcome=outcome, now=now, data=data)
-    attempt.save()
+    attempt_transition(attempt=attempt, to=AttemptState.LOST if lost else AttemptState.FINISHED)
     task.exit_code = attempt.exit_code
     changed: dict[str, Any] = {"exit_code": attempt.exit_code}  # written with the transition: one UPDATE
     extra = {"attempt": attempt.number, "exit_code": attempt.exit_code, **(data or {})}

@@ -1,8 +1,9 @@
-"""The one writer of Task.state: row locks, transitions and the public event history (DESIGN §3)."""
+"""The one writer of Task.state and Attempt.state: row locks, transitions and the public event history (DESIGN §3)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -13,14 +14,14 @@ from cloudpivot import realtime
 from cloudpivot.exceptions import Conflict, InvalidTransition, NotFound
 from cloudpivot.rows import objects_insert, rows_update
 from tasks import dispatch
-from tasks.choices import HOLDS_QUOTA, TERMINAL, TRANSITIONS, TaskState
+from tasks.choices import ATTEMPT_TRANSITIONS, HOLDS_QUOTA, TERMINAL, TRANSITIONS, AttemptState, TaskState
 from tasks.models import Attempt, Task, TaskEvent
 
 logger = logging.getLogger(__name__)
 
-# Sent (sender=TaskEvent, events=[…]) inside the transaction after a bulk insert of task events, which sends no
-# post_save: whoever copies every event (the notifications feed) copies these too, in one query.
-task_events_bulk_created = Signal()
+# Sent (sender=TaskEvent, events=[…]) inside the transaction that appends task events, by every writer of them
+# (one event or a batch): whoever copies every event (the notifications feed) copies them in the same transaction.
+task_events_appended = Signal()
 
 
 def task_lock(task_id: Any) -> Task:
@@ -60,6 +61,7 @@ def event_append(*, task: Task, type: str, message: str = "", data: dict[str, An
 def _event_create(task: Task, type: str, message: str, data: dict[str, Any] | None) -> TaskEvent:
     """The event row for the seq already counted (and saved) on the task."""
     event = TaskEvent.objects.create(task=task, seq=task.last_event_seq, type=type, message=message, data=data or {})
+    task_events_appended.send(sender=TaskEvent, events=[event])
     realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=event.seq)
     return event
 
@@ -113,12 +115,55 @@ def _transition_done(task: Task, previous: str, to: str, reason: str) -> None:
         on_commit_once(dispatch.wake_reconciler)  # it learns the retry's time
 
 
+# ---------------------------------------------------------------------------- the attempt's state
+def attempt_state_change(attempt: Attempt, to: str) -> str:
+    """The attempt's move in memory, checked against ATTEMPT_TRANSITIONS; the state it left.
+
+    Writers that store many locked attempts in one statement (the host agent's hand-out) use it directly: the
+    rows are locked, so the state they were read in is the state they are stored over.
+    """
+    if to not in ATTEMPT_TRANSITIONS.get(attempt.state, ()):
+        raise InvalidTransition(f"a {attempt.state} attempt cannot become {to}")
+    previous, attempt.state = attempt.state, to
+    return previous
+
+
+def attempt_transition(*, attempt: Attempt, to: str, fields: Iterable[str] | None = None) -> None:
+    """Move an attempt to `to` by compare-and-set on the state it was read in, writing `fields` of it (set by the
+    caller; None: every field, a whole-row write as `save()` makes) in the same UPDATE.
+
+    The task event that goes with the move (task_transition's, in the caller's transaction) is its public record.
+    A row that moved on meanwhile (a writer that did not lock it) is a Conflict, and nothing is written.
+    """
+    previous = attempt_state_change(attempt, to)
+    attempt.updated_at = timezone.now()
+    names = _ATTEMPT_FIELDS if fields is None else {*fields, "updated_at"} - {"state"}
+    values = {name: getattr(attempt, name) for name in names}
+    if not Attempt.objects.filter(pk=attempt.pk, state=previous).update(state=to, **values):
+        attempt.state = previous
+        raise Conflict(f"attempt {attempt.external_name} is no longer {previous}", code="attempt_moved")
+
+
+def attempt_start_claim(*, attempt_id: int, state: str, updated_at: Any) -> bool:
+    """Claim an unstarted attempt's start (→ STARTING) by compare-and-set on the state and time it was read at:
+    of two passes that read it, one wins. False: another pass has it, or it moved on."""
+    if AttemptState.STARTING not in ATTEMPT_TRANSITIONS.get(state, ()):
+        return False
+    claimed = Attempt.objects.filter(pk=attempt_id, state=state, updated_at=updated_at, external_ref="")
+    return bool(claimed.update(state=AttemptState.STARTING, updated_at=timezone.now()))
+
+
+_ATTEMPT_FIELDS = frozenset(
+    field.attname for field in Attempt._meta.concrete_fields if not field.primary_key and field.name != "state"
+)
+
+
 class Transitions:
     """task_transition for many locked tasks: applied in memory, written in a few statements whatever their number.
 
     `add` checks the state machine and counts the event's seq as task_transition does; `write` stores every
     task with one UPDATE (rows_update: the fields the transitions set, and `also`), every event with one
-    INSERT, their feed copies with another (task_events_bulk_created), and rings each task once. A task may
+    INSERT, their feed copies with another (task_events_appended), and rings each task once. A task may
     move more than once (PENDING → SUBMITTING → STARTING): each move has its event, the UPDATE stores where
     it ends. The tasks must be locked, and their state, reason and dates read under the lock.
     """
@@ -158,7 +203,7 @@ class Transitions:
         tasks = list(self.tasks.values())
         rows_update(Task, sorted(self.fields), tasks)
         objects_insert(TaskEvent, self.events)
-        task_events_bulk_created.send(sender=TaskEvent, events=self.events)
+        task_events_appended.send(sender=TaskEvent, events=self.events)
         for task in tasks:
             realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=task.last_event_seq)
         self.tasks, self.events, self.fields = {}, [], set()

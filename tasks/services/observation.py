@@ -23,7 +23,7 @@ from tasks.choices import EXECUTING, AttemptState, TaskState
 from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_close, attempt_ref, executing_attempts, stopped_state
 from tasks.services.faults import isolated
-from tasks.services.lifecycle import event_append, lock_task_and_attempt, task_transition
+from tasks.services.lifecycle import attempt_transition, event_append, lock_task_and_attempt, task_transition
 from tasks.services.logs import log_copy_from_cloud
 
 logger = logging.getLogger(__name__)
@@ -247,8 +247,10 @@ def _act_on_cloud_attempt(backend: Any, attempt: Attempt, observation: Observati
             TaskState.STARTING,
             TaskState.UNKNOWN,
         ):
-            attempt.state, attempt.program_started_at = AttemptState.RUNNING, now
-            fields += ["state", "program_started_at"]
+            if attempt.state != AttemptState.RUNNING:
+                attempt.program_started_at = now
+                attempt_transition(attempt=attempt, to=AttemptState.RUNNING, fields=[*fields, "program_started_at"])
+                fields = []
             task_transition(
                 task=task,
                 to=TaskState.RUNNING,
@@ -327,7 +329,6 @@ def _finish(
                 attempt.failure_reason = why
         else:
             attempt.failure_reason = why
-            attempt.state = AttemptState.LOST
             details = {"evidence": why, **(evidence.evidence if evidence else {})}
             attempt_close(
                 task=task,
@@ -335,6 +336,7 @@ def _finish(
                 outcome=TaskState.UNKNOWN,
                 reason=f"{why}; retry it if it is safe to run again",
                 data=details,
+                lost=True,
             )
             return 1
         where = {"pod": observation.evidence["pod"]} if observation and observation.evidence.get("pod") else None

@@ -43,6 +43,7 @@ from tasks.services.attempts import (
 )
 from tasks.services.connection_work import ConnectionWorkers
 from tasks.services.faults import isolated
+from tasks.services.lifecycle import attempt_start_claim
 from tasks.services.observation import observe_all
 
 logger = logging.getLogger(__name__)
@@ -216,10 +217,7 @@ def _start_batch(rows: list, deadline: float | None) -> int:
     count = 0
     for attempt_id, task_id, _connection_id, state, updated_at in rows:
         # Claimed as of now, not as of the batch's start: an earlier start of the batch may have taken a while.
-        claimed = Attempt.objects.filter(pk=attempt_id, state=state, updated_at=updated_at, external_ref="").update(
-            state=AttemptState.STARTING, updated_at=timezone.now()
-        )
-        if claimed:
+        if attempt_start_claim(attempt_id=attempt_id, state=state, updated_at=updated_at):
             count += isolated("start", lambda attempt_id=attempt_id: _start(attempt_id), task_ids=[task_id])
         if _past(deadline):
             break

@@ -20,9 +20,10 @@ from tasks.models import Attempt, Task, TaskEvent
 from tasks.services.attempts import attempt_close, stopped_state
 from tasks.services.lifecycle import (
     attempt_refuse_if_closed,
+    attempt_transition,
     event_append,
     lock_task_and_attempt,
-    task_events_bulk_created,
+    task_events_appended,
     task_transition,
 )
 from tasks.services.secret_delivery import assignment_secrets
@@ -149,7 +150,7 @@ def _progress_save(task: Task, progress: list[TaskEvent]) -> None:
     if not progress:
         return
     objects_insert(TaskEvent, progress)
-    task_events_bulk_created.send(sender=TaskEvent, events=progress)
+    task_events_appended.send(sender=TaskEvent, events=progress)
     Task.objects.filter(pk=task.pk).update(last_event_seq=task.last_event_seq)
     realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=task.last_event_seq)
     progress.clear()
@@ -159,9 +160,11 @@ def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
     kind, data = event["type"], event.get("data") or {}
     when = parse_datetime(event.get("time") or "") or timezone.now()
     if kind == "started":
-        attempt.state = AttemptState.RUNNING
         attempt.program_started_at = when
-        attempt.save(update_fields=["state", "program_started_at", "updated_at"])
+        if attempt.state == AttemptState.RUNNING:  # a second "started" (a Runner that re-attached) moves nothing
+            attempt.save(update_fields=["program_started_at", "updated_at"])
+        else:
+            attempt_transition(attempt=attempt, to=AttemptState.RUNNING, fields=["program_started_at"])
         if task.state in (TaskState.SUBMITTING, TaskState.STARTING, TaskState.UNKNOWN):
             task_transition(
                 task=task,
@@ -202,10 +205,9 @@ def _apply_exited(task: Task, attempt: Attempt, data: dict[str, Any], when: Any)
 
 def _apply_lost(task: Task, attempt: Attempt, why: str) -> None:
     """The Runner cannot tell how the program ended: never a silent re-run, the task becomes UNKNOWN."""
-    attempt.state = AttemptState.LOST
     attempt.failure_reason = why
     if attempt.stop_requested_at is not None:
-        attempt_close(task=task, attempt=attempt, outcome=stopped_state(attempt), reason=f"stopped; {why}")
+        attempt_close(task=task, attempt=attempt, outcome=stopped_state(attempt), reason=f"stopped; {why}", lost=True)
         return
     attempt_close(
         task=task,
@@ -213,6 +215,7 @@ def _apply_lost(task: Task, attempt: Attempt, why: str) -> None:
         outcome=TaskState.UNKNOWN,
         reason=f"the execution was lost: {why}; retry it if it is safe to run again",
         data={"evidence": why},
+        lost=True,
     )
 
 

@@ -35,7 +35,12 @@ from tasks.choices import AttemptState, CleanupState, TaskState
 from tasks.models import Attempt, LogChunk, Task, TaskEvent
 from tasks.services.admission import HandOut, connection_admit
 from tasks.services.faults import isolated
-from tasks.services.lifecycle import Transitions, attempt_superseded_or_closed, task_events_bulk_created
+from tasks.services.lifecycle import (
+    Transitions,
+    attempt_state_change,
+    attempt_superseded_or_closed,
+    task_events_appended,
+)
 from tasks.services.logs import log_append_locked, log_counters_save
 from tasks.services.runner_reports import (
     runner_assignment,
@@ -254,7 +259,7 @@ class _Batch:
         objects_insert(LogChunk, self.chunks)
         if self.events:
             objects_insert(TaskEvent, self.events)
-            task_events_bulk_created.send(sender=TaskEvent, events=self.events)
+            task_events_appended.send(sender=TaskEvent, events=self.events)
             tasks = {event.task_id: self.tasks[event.task_id] for event in self.events}
             rows_update(Task, ["last_event_seq"], list(tasks.values()))
             for task in tasks.values():
@@ -453,7 +458,7 @@ def _handout_prepare(task: Task, attempt: Attempt, transitions: Transitions, *, 
     attempt.runner_contact_at = attempt.runner_contact_at or now  # the agent asked: contact
     attempt.updated_at = now
     if attempt.state == AttemptState.CREATED:
-        attempt.state = AttemptState.STARTING
+        attempt_state_change(attempt, AttemptState.STARTING)  # stored by the caller's rows_update, under the locks
     transitions.add(
         task=task,
         to=TaskState.STARTING,

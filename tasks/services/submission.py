@@ -20,7 +20,7 @@ from clusters.task_checks import task_spec_check
 from tasks import dispatch
 from tasks.models import Task, TaskEvent
 from tasks.selectors import queue_ahead_sql
-from tasks.services.lifecycle import task_events_bulk_created
+from tasks.services.lifecycle import task_events_appended
 from tasks.specs import spec_normalize
 
 
@@ -73,7 +73,7 @@ def task_submit(
             # was a fifth of a submit's CPU. The event's feed copy follows the bulk signal, in this transaction.
             (ahead,) = objects_insert(Task, [task], also_return=queue_ahead_sql())
             objects_insert(TaskEvent, [event])
-            task_events_bulk_created.send(sender=TaskEvent, events=[event])
+            task_events_appended.send(sender=TaskEvent, events=[event])
             if audit is not None:
                 audit.object_ref = str(task.pk)
                 objects_insert(AuditEntry, [audit])

@@ -8,11 +8,15 @@ import threading
 import time
 import urllib.request
 
+import pytest
+from django.db import transaction
 from django.utils import timezone
 
+from cloudpivot.exceptions import InvalidTransition
 from notifications.feed import feed_prune, feed_sequence
 from notifications.models import FeedEvent
 from resources.models import Operation, OperationState
+from resources.services.operations import operation_create, operation_transition
 from tasks.models import TaskEvent
 from tests import builders, helpers
 
@@ -62,15 +66,41 @@ def test_it_refuses_bad_parameters_with_the_field(world, api):
     assert api(None).get("/api/v1/events").status_code == 401
 
 
-def test_it_adds_operation_states_even_when_written_by_a_queryset_update(world, api):
+def test_every_state_an_operation_reaches_is_in_the_feed_in_order(world, api):
     instance = builders.instance_row(connection=world.local, project=world.alpha, owner=world.bob)
-    operation = Operation.objects.create(project=world.alpha, instance=instance, action="start", requested_by=world.bob)
-    Operation.objects.filter(pk=operation.pk).update(
-        state=OperationState.FAILED, error_message="cloud said no", updated_at=timezone.now()
-    )
+    operation = builders.operation_failed(instance=instance, user=world.bob, message="cloud said no")
     feed = read_all(api("rita"), "&type=operation.state")
-    assert [e["data"]["state"] for e in feed] == ["pending", "failed"]
+    assert [e["data"]["state"] for e in feed] == ["pending", "running", "failed"]
     assert feed[-1]["operation"] == str(operation.pk) and "cloud said no" in feed[-1]["message"]
+
+
+def test_an_operation_state_and_its_feed_entry_commit_or_vanish_together(world):
+    instance = builders.instance_row(connection=world.local, project=world.alpha, owner=world.bob)
+    with transaction.atomic():
+        operation = operation_create(project=world.alpha, instance=instance, action="stop", requested_by=world.bob)
+    with pytest.raises(RuntimeError, match="rolled back"), transaction.atomic():
+        operation_transition(operation=Operation.objects.get(pk=operation.pk), to=OperationState.RUNNING)
+        raise RuntimeError("rolled back")
+    assert Operation.objects.get(pk=operation.pk).state == OperationState.PENDING
+    assert list(FeedEvent.objects.filter(operation_id=operation.pk).values_list("data__state", flat=True)) == [
+        "pending"
+    ]
+
+
+def test_a_transition_from_a_stale_read_writes_nothing(world):
+    """Compare-and-set: a writer that read the row before another moved it neither writes nor announces."""
+    instance = builders.instance_row(connection=world.local, project=world.alpha, owner=world.bob)
+    with transaction.atomic():
+        operation = operation_create(project=world.alpha, instance=instance, action="stop", requested_by=world.bob)
+    stale = Operation.objects.get(pk=operation.pk)
+    with transaction.atomic():
+        assert operation_transition(operation=operation, to=OperationState.RUNNING, claimed_by="first")
+    with transaction.atomic():
+        assert not operation_transition(operation=stale, to=OperationState.RUNNING, claimed_by="second")
+        with pytest.raises(InvalidTransition, match="a pending operation cannot become succeeded"):
+            operation_transition(operation=stale, to=OperationState.SUCCEEDED)
+    assert Operation.objects.get(pk=operation.pk).claimed_by == "first"
+    assert FeedEvent.objects.filter(operation_id=operation.pk).count() == 2  # pending, running: once each
 
 
 def test_it_answers_410_for_a_cursor_older_than_the_feed_keeps(world, api):

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from cloudpivot.accounts.models import Role
 from notifications import jobs
-from resources.models import Operation, OperationState
 from tests import builders, helpers
 from tests.usage.test_usage import ran
 from usage import jobs as usage_jobs
@@ -82,10 +81,7 @@ def test_it_mails_the_owner_when_a_task_ends_as_they_asked(world, api, smtp):
     assert str(ok.pk) in next(m for m in smtp() if m["To"] == "charlie@example.org").get_payload()
 
     instance = builders.instance_row(connection=world.local, project=world.beta, owner=world.charlie)
-    operation = Operation.objects.create(
-        project=world.beta, instance=instance, action="start", requested_by=world.charlie
-    )
-    Operation.objects.filter(pk=operation.pk).update(state=OperationState.FAILED, error_message="no capacity")
+    builders.operation_failed(instance=instance, user=world.charlie, message="no capacity")
     jobs.pump(seconds=0.1)
     assert ("charlie@example.org", "[CloudPivot] start failed") in {(m["To"], m["Subject"]) for m in smtp()}
     assert len(smtp()) == 3  # nothing twice

@@ -134,8 +134,7 @@ def test_cancel_an_unknown_task_whose_attempt_was_lost(world, one_slot):
     with transaction.atomic():
         locked = task_lock(task.pk)
         attempt = current_attempt(locked)
-        attempt.state = "lost"
-        attempt_close(task=locked, attempt=attempt, outcome="UNKNOWN", reason="the execution vanished")
+        attempt_close(task=locked, attempt=attempt, outcome="UNKNOWN", reason="the execution vanished", lost=True)
     task.refresh_from_db()
     assert task.state == "UNKNOWN"
     cancel_ends_it(world, task)
