@@ -192,7 +192,8 @@ def post(
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if fired.is_set():
                 return None, f"no answer within {deadline:g} s (from {address})"
-            return None, f"no answer: {address}: {type(exc).__name__}: {str(exc)[:REASON_CHARS]}"
+            why = header_value(exc).strip()[:REASON_CHARS]
+            return None, f"no valid answer from {address}: {type(exc).__name__}: {why}"
         finally:
             watchdog.cancel()
             connection.close()

@@ -105,11 +105,13 @@ def test_the_post_goes_to_the_address_the_name_had_when_it_was_checked_with_the_
     port, logs = receivers
     resolver = Rebinding(first=["127.0.0.1"], then=["127.0.0.2"])
     monkeypatch.setattr(http_post, "resolve", resolver)
-    status, error = http_post.post(f"http://{NAME}:{port}/hooks", signed_headers(), b'{"a": 1}')
+    headers = signed_headers() | {"webhook-id": "msg_1\r\nX-Injected: yes"}  # a header value never starts another
+    status, error = http_post.post(f"http://{NAME}:{port}/hooks", headers, b'{"a": 1}')
     assert (status, error) == (401, "HTTP 401 Unauthorized")  # the receiver answered (the signature is a dummy)
     assert resolver.asked == [NAME]  # one lookup for the check and the connection
     [got] = received(logs["127.0.0.1"])
     assert got["host"] == f"{NAME}:{port}"
+    assert got["id"] == "msg_1 X-Injected: yes"
     assert received(logs["127.0.0.2"]) == []
 
 
