@@ -3,9 +3,11 @@ unasked, to a project's admins when its monthly budget reaches 80 % and 100 % (u
 entries once a month each; like a paused webhook, that is the admins' business, at most two mails a month).
 
 Read from the feed after the sequencer, in position order, from a cursor of their own (MailCursor): a mail
-is sent, then the cursor moves past its entry, so a worker that dies in between sends that one mail twice,
-never none. A mail that the SMTP server refuses is logged and not retried (email is a courtesy here; the
-feed and webhooks are the reliable paths).
+is sent, then the cursor moves past its entry (entry by entry), so a worker that dies in between sends that
+one mail twice, never none. A mail that the SMTP server refuses, or that cannot be made at all (an entry
+whose mail raises), is logged and skipped, never retried: the cursor moves past it all the same, so it holds
+back no later mail (email is a courtesy here; the feed and webhooks are the reliable paths). Subjects are
+one line: a line break in a task's name becomes a space.
 """
 
 from __future__ import annotations
@@ -46,10 +48,18 @@ def mails_send() -> int:
         entries = list(
             FeedEvent.objects.filter(position__gt=start, position__lte=top, type__in=types).order_by("position")[:BATCH]
         )
+        at = start
         for entry in entries:
-            sent += mail_for(entry)
+            try:
+                sent += mail_for(entry)
+            except Exception:  # one mail that cannot be made (a bug, an odd row) must not hold back the others
+                logger.exception("the mail for feed entry %s was not sent (skipped)", entry.position)
+            if not MailCursor.objects.filter(pk=1, last_position=at).update(last_position=entry.position):
+                return sent  # another pump moved the cursor: the rest is its work
+            at = entry.position
         if len(entries) == BATCH:
             end = entries[-1].position
+        start = at
     MailCursor.objects.filter(pk=1, last_position=start).update(last_position=max(start, end))
     return sent
 
@@ -119,11 +129,16 @@ def site_url() -> str:
     return getattr(settings, "CLOUDPIVOT_SITE_URL", "").rstrip("/")
 
 
+def one_line(text: str) -> str:
+    """A header value on one line (a task's name may hold a line break: it must not end the Subject)."""
+    return " ".join(text.split())
+
+
 def send(user, subject: str, body: str) -> int:
     if not user.email:
         return 0
     try:
-        return send_mail(subject, body, None, [user.email])
-    except (SMTPException, OSError) as exc:
+        return send_mail(one_line(subject), body, None, [user.email])
+    except (SMTPException, OSError, ValueError) as exc:  # ValueError: BadHeaderError, a malformed address
         logger.warning("mail to user %s not sent: %s", user.pk, exc)
         return 0

@@ -1,7 +1,8 @@
 """Webhook endpoints and their deliveries: who may subscribe, what is sent, how it is signed and retried.
 
 Delivery is at least once: a delivery row exists per (endpoint, feed entry) before anything is sent, a
-worker leases it (next_attempt_at pushed ahead under a row lock), posts, and records the answer. A worker that
+worker leases it (next_attempt_at pushed ahead under a row lock), posts, and records the answer
+(notifications/delivery.py; the post itself: notifications/http_post.py). A worker that
 dies mid-post leaves the lease to run out, and the entry is sent again with the same `webhook-id`, which is
 how receivers drop the repeat. Signatures follow Standard Webhooks (https://www.standardwebhooks.com/):
 HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<body>" with the endpoint's secret.
@@ -13,17 +14,11 @@ import base64
 import datetime as dt
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
-import socket
-import time
-import urllib.error
-import urllib.request
 import uuid
 from smtplib import SMTPException
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -36,6 +31,7 @@ from cloudpivot.accounts.models import Membership, Project, Role
 from cloudpivot.accounts.selectors import project_role, projects_visible_to
 from cloudpivot.exceptions import InvalidSpec, NotFound, PermissionDenied
 from notifications.feed import entry_document, types_q
+from notifications.http_post import private_targets_allowed, target_check, url_refusal
 from notifications.models import DeliveryState, FeedEvent, FeedSequence, WebhookDelivery, WebhookEndpoint
 
 logger = logging.getLogger(__name__)
@@ -47,7 +43,6 @@ BACKOFF_SECONDS = (1, 2, 4, 8, 16, 30, 60, 120, 300, 600, 1800)
 LATER_SECONDS = 3600
 GIVE_UP_AFTER = dt.timedelta(days=1)
 LEASE_SECONDS = 30
-TIMEOUT_SECONDS = 10
 ERROR_CHARS = 500
 
 
@@ -57,25 +52,14 @@ def new_secret() -> str:
 
 
 def target_refusal(url: str) -> str | None:
-    """Why CloudPivot will not post to `url` (None: it will). Only http(s); no loopback, private or link-local
-    address unless WEBHOOK_ALLOW_PRIVATE_TARGETS says so (the server must not be a way into its own network)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "only http:// and https:// URLs with a host are delivered to"
-    if getattr(settings, "WEBHOOK_ALLOW_PRIVATE_TARGETS", False):
-        return None
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(parts.hostname, parts.port or 443)}
-    except OSError as exc:
-        return f"the host {parts.hostname} does not resolve ({exc.strerror or exc})"
-    for address in addresses:
-        ip = ipaddress.ip_address(address.split("%")[0])
-        if not ip.is_global:
-            return (
-                f"{parts.hostname} is a private, loopback or link-local address ({ip}); "
-                "an administrator may allow those (WEBHOOK_ALLOW_PRIVATE_TARGETS)"
-            )
-    return None
+    """Why CloudPivot will not post to `url` (None: it will). Only http(s); no address that is loopback, private,
+    link-local or otherwise not global (an IPv4 one inside NAT64, 6to4 or IPv4-mapped IPv6 included) unless
+    WEBHOOK_ALLOW_PRIVATE_TARGETS says so: the server must not be a way into its own network. Each post checks
+    again, on the addresses it then connects to (notifications/http_post.py)."""
+    refusal = url_refusal(url)
+    if refusal or private_targets_allowed():
+        return refusal
+    return target_check(url)[1]
 
 
 def _admin_project(*, user: AbstractBaseUser, slug: str) -> Project:
@@ -188,98 +172,6 @@ def payload(entry: FeedEvent) -> bytes:
     """The Standard Webhooks body: {"type", "timestamp", "data": the feed entry as GET /api/v1/events shows it}."""
     data = entry_document(entry)
     return json.dumps({"type": entry.type, "timestamp": data["time"], "data": data}).encode()
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):  # a redirect is an answer, never followed (SSRF)
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirects)
-
-
-def _post(endpoint: WebhookEndpoint, webhook_id: str, body: bytes) -> tuple[int | None, str]:
-    refusal = target_refusal(endpoint.url)
-    if refusal:
-        return None, f"refused: {refusal}"
-    timestamp = int(time.time())
-    request = urllib.request.Request(
-        endpoint.url,
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "CloudPivot-Webhooks/1",
-            "webhook-id": webhook_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": " ".join(
-                signature(secret, webhook_id, timestamp, body) for secret in signing_secrets(endpoint)
-            ),
-        },
-    )
-    try:
-        with _opener.open(request, timeout=TIMEOUT_SECONDS) as response:
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, f"HTTP {exc.code} {exc.reason}"
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return None, f"no answer: {reason}"
-
-
-def next_delay(attempts: int) -> int:
-    return BACKOFF_SECONDS[attempts - 1] if attempts <= len(BACKOFF_SECONDS) else LATER_SECONDS
-
-
-def webhooks_deliver_due(*, limit: int = 50) -> int:
-    """Post the deliveries that are due, each under a lease; returns how many were tried."""
-    now = timezone.now()
-    with transaction.atomic():
-        due = list(
-            WebhookDelivery.objects.select_for_update(skip_locked=True)
-            .filter(state=DeliveryState.PENDING, next_attempt_at__lte=now, endpoint__is_active=True)
-            .order_by("next_attempt_at")[:limit]
-        )
-        lease = now + dt.timedelta(seconds=LEASE_SECONDS)
-        WebhookDelivery.objects.filter(pk__in=[d.pk for d in due]).update(next_attempt_at=lease)
-    for delivery in due:
-        delivery_attempt(delivery_id=delivery.pk)
-    return len(due)
-
-
-def delivery_attempt(*, delivery_id) -> None:
-    delivery = WebhookDelivery.objects.select_related("endpoint", "event__project").get(pk=delivery_id)
-    started = time.monotonic()
-    status, error = _post(delivery.endpoint, delivery.webhook_id, payload(delivery.event))
-    now = timezone.now()
-    delivery.attempts += 1
-    delivery.last_status = status
-    delivery.last_duration_ms = round((time.monotonic() - started) * 1000)
-    delivery.last_attempt_at = now
-    if status is not None and 200 <= status < 300:
-        delivery.state = DeliveryState.SUCCEEDED
-        delivery.delivered_at = now
-        delivery.last_error = ""
-    else:
-        delivery.last_error = error[:ERROR_CHARS]
-        retry_at = now + dt.timedelta(seconds=next_delay(delivery.attempts))
-        if retry_at - delivery.created_at > GIVE_UP_AFTER:
-            delivery.state = DeliveryState.FAILED
-            endpoint_pause(endpoint=delivery.endpoint, why=f"a delivery failed for a day: {delivery.last_error}")
-        delivery.next_attempt_at = retry_at
-    delivery.save(
-        update_fields=[
-            "attempts",
-            "last_status",
-            "last_duration_ms",
-            "last_attempt_at",
-            "state",
-            "delivered_at",
-            "last_error",
-            "next_attempt_at",
-            "updated_at",
-        ]
-    )
 
 
 def endpoint_pause(*, endpoint: WebhookEndpoint, why: str) -> None:

@@ -1,10 +1,10 @@
 """A business system's webhook receiver, run as its own process by the tests.
 
-    python tests/notifications/webhook_receiver.py PORT SECRET LOG
+    python tests/notifications/webhook_receiver.py PORT SECRET LOG [ADDRESS]
 
-It checks each request's Standard Webhooks signature (the few lines docs/webhooks.md shows), answers 204
-(401 for a bad signature), and appends one JSON line per request to LOG: id, timestamp, whether the signature
-held, and the body.
+It listens on ADDRESS (127.0.0.1 unless said), checks each request's Standard Webhooks signature (the few lines
+docs/webhooks.md shows), answers 204 (401 for a bad signature), and appends one JSON line per request to LOG:
+id, timestamp, whether the signature held, the body, the Host header and when it arrived (time.time()).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -26,6 +27,7 @@ def verified(secret: str, headers, body: bytes) -> bool:
 
 def main() -> None:
     port, secret, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    address = sys.argv[4] if len(sys.argv) > 4 else "127.0.0.1"
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -33,6 +35,7 @@ def main() -> None:
             ok = verified(secret, self.headers, body)
             with open(log, "a") as out:
                 line = {"id": self.headers["webhook-id"], "timestamp": self.headers["webhook-timestamp"]}
+                line |= {"host": self.headers["Host"], "received_at": time.time()}
                 out.write(json.dumps(line | {"verified": ok, "body": json.loads(body)}) + "\n")
             self.send_response(204 if ok else 401)
             self.end_headers()
@@ -40,7 +43,7 @@ def main() -> None:
         def log_message(self, *args) -> None:
             pass
 
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    ThreadingHTTPServer((address, port), Handler).serve_forever()
 
 
 if __name__ == "__main__":
