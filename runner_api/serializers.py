@@ -116,6 +116,8 @@ class ExitedDataSerializer(serializers.Serializer):
 
 class LostDataSerializer(serializers.Serializer):
     reason = optional_text()
+    # The host rebooted under the program (a new boot id): the infrastructure ended it, not the program.
+    interrupted = serializers.BooleanField(required=False, default=False)
 
 
 EVENT_DATA = {

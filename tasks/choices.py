@@ -64,6 +64,8 @@ class AttemptState(models.TextChoices):
     RUNNING = "running", "Running"
     FINISHED = "finished", "Finished"
     LOST = "lost", "Lost"
+    # Lost to the infrastructure (evicted, preempted, its host rebooted or lost): not the program's failure.
+    INTERRUPTED = "interrupted", "Interrupted"
 
 
 A = AttemptState
@@ -71,12 +73,25 @@ A = AttemptState
 # writer. STARTING → STARTING is a start claimed again after a worker gave up on it (reconcile's start claim).
 # A program may be reported running before its start was recorded, or end (or be lost) before it was seen running.
 ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
-    A.CREATED: frozenset({A.STARTING, A.RUNNING, A.FINISHED, A.LOST}),
-    A.STARTING: frozenset({A.STARTING, A.RUNNING, A.FINISHED, A.LOST}),
-    A.RUNNING: frozenset({A.FINISHED, A.LOST}),
+    A.CREATED: frozenset({A.STARTING, A.RUNNING, A.FINISHED, A.LOST, A.INTERRUPTED}),
+    A.STARTING: frozenset({A.STARTING, A.RUNNING, A.FINISHED, A.LOST, A.INTERRUPTED}),
+    A.RUNNING: frozenset({A.FINISHED, A.LOST, A.INTERRUPTED}),
     A.FINISHED: frozenset(),
     A.LOST: frozenset(),
+    A.INTERRUPTED: frozenset(),
 }
+
+
+class OnInterrupt(models.TextChoices):
+    """What a task asks for when the infrastructure interrupts its execution (`on_interrupt`)."""
+
+    REQUEUE = "requeue", "Run it again (retries are not used up)"
+    FAIL = "fail", "End the task FAILED"
+
+
+# A task is requeued after this many interruptions at most, unless it says otherwise (`interrupt_limit`).
+DEFAULT_INTERRUPT_LIMIT = 3
+MAX_INTERRUPT_LIMIT = 20
 
 
 class StopReason(models.TextChoices):

@@ -39,6 +39,8 @@ class Task(BaseModel):
     timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     attempts_count = models.PositiveSmallIntegerField(default=0, editable=False)
     failed_attempts = models.PositiveSmallIntegerField(default=0, editable=False)
+    # Executions lost to the infrastructure (attempts ended `interrupted`): they do not count against retry_limit.
+    interruptions = models.PositiveSmallIntegerField(default=0, editable=False)
     started_at = models.DateTimeField(null=True, blank=True, help_text="First start; the timeout counts from here.")
     finished_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True, help_text="When a RETRY_WAIT task is due.")
@@ -144,6 +146,8 @@ class Attempt(BaseModel):
             models.Index(fields=["-admitted_at"], name="tasks_attempt_admitted"),
             # Admission counts held attempts against quota on every pass (tasks/selectors.py): few rows, partial.
             models.Index(fields=["hold_until"], name="tasks_attempt_held", condition=Q(hold_until__isnull=False)),
+            # The agent's assignments and reconcile's starts read open attempts, a few rows among every attempt ever.
+            models.Index(fields=["task"], name="tasks_attempt_open", condition=Q(closed_at__isnull=True)),
         ]
 
     def __str__(self) -> str:

@@ -11,6 +11,7 @@ from rest_framework import serializers
 from cloudpivot.api import flatten_errors
 from cloudpivot.exceptions import InvalidSpec
 from cloudpivot.json_types import JSONTypes
+from tasks.choices import MAX_INTERRUPT_LIMIT, OnInterrupt
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
@@ -146,6 +147,10 @@ class TaskSpecSerializer(StrictSerializer):
         min_value=1, max_value=MAX_TIMEOUT_SECONDS, required=False, allow_null=True, default=None
     )
     retry_limit = serializers.IntegerField(min_value=0, max_value=20, required=False, default=0)
+    # An execution the infrastructure interrupted (evicted, preempted, host lost): run it again or fail; the
+    # defaults (requeue, at most DEFAULT_INTERRUPT_LIMIT times) apply where the document says nothing.
+    on_interrupt = serializers.ChoiceField(choices=OnInterrupt.choices, required=False)
+    interrupt_limit = serializers.IntegerField(min_value=0, max_value=MAX_INTERRUPT_LIMIT, required=False)
     # Keep a failed attempt's pod or VM this long to get into it (clusters/debug_hold.py: the connection's limit).
     debug_hold_minutes = serializers.IntegerField(min_value=0, max_value=MAX_DEBUG_HOLD_MINUTES, required=False)
     labels = StringMapField(required=False, default=dict)

@@ -69,6 +69,8 @@ class Observation:
     exit_code: int | None = None
     reason: str = ""
     timed_out: bool = False
+    # The infrastructure ended it (evicted, preempted, its node lost), not the program: `on_interrupt` decides.
+    interrupted: bool = False
     evidence: dict[str, Any] = field(default_factory=dict)
 
 

@@ -221,7 +221,8 @@ class Attempt:
             why = (
                 "the host rebooted while the program ran" if rebooted else "the program vanished without an exit status"
             )
-            self.add_event("end", "lost", {"reason": why})
+            # a reboot is the infrastructure's doing: the task's on_interrupt decides, not its retries
+            self.add_event("end", "lost", {"reason": why, "interrupted": True} if rebooted else {"reason": why})
             return
         self.add_result()
         self.add_event("end", "exited", runner.exit_data(status, self.stop_signals, self.grace))

@@ -1082,7 +1082,7 @@ class Runner:
         """A Runner restarted with a program launched: find it again, or say honestly it is lost."""
         self.outbox.enqueue_once("started", "started", {"pid": self.program.pid})
         if self.state.get("boot_id") != read_boot_id():
-            return "lost", {"reason": "the host rebooted while the program ran"}
+            return "lost", {"reason": "the host rebooted while the program ran", "interrupted": True}
         if self.program.exit_status() is None and self.program.alive():
             log("re-attached to the running program (shim pid %d)" % self.program.pid)
             return self.supervise()

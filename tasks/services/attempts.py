@@ -24,6 +24,7 @@ from tasks import dispatch
 from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState, retry_backoff_seconds
 from tasks.models import Attempt, Task
 from tasks.services.debug_hold import debug_hold_begin, debug_hold_ended
+from tasks.services.interruption import after_interruption
 from tasks.services.lifecycle import (
     Transitions,
     attempt_transition,
@@ -303,19 +304,27 @@ def attempt_close(
     reason: str,
     data: dict[str, Any] | None = None,
     lost: bool = False,
+    interrupted: bool = False,
 ) -> None:
     """Close a locked attempt and move its locked task to `outcome` (or to RETRY_WAIT when retries are left).
 
-    `lost`: nobody can tell how the execution ended (the attempt ends LOST, not FINISHED)."""
+    `lost`: nobody can tell how the execution ended (the attempt ends LOST, not FINISHED). `interrupted`: the
+    infrastructure ended it (the attempt ends INTERRUPTED): a FAILED outcome then follows the task's
+    `on_interrupt` (tasks/services/interruption.py), never its retry_limit."""
     now = timezone.now()
+    ended = AttemptState.LOST if lost else AttemptState.INTERRUPTED if interrupted else AttemptState.FINISHED
     attempt.closed_at = now
     attempt.finished_at = attempt.finished_at or now
     attempt.cleanup_state = _cleanup_needed(task, attempt)
-    debug_hold_begin(task=task, attempt=attempt, outcome=outcome, now=now, data=data)
-    attempt_transition(attempt=attempt, to=AttemptState.LOST if lost else AttemptState.FINISHED)
+    if ended == AttemptState.FINISHED:  # a lost or interrupted execution left nothing to get into
+        debug_hold_begin(task=task, attempt=attempt, outcome=outcome, now=now, data=data)
+    attempt_transition(attempt=attempt, to=ended)
     task.exit_code = attempt.exit_code
     changed: dict[str, Any] = {"exit_code": attempt.exit_code}  # written with the transition: one UPDATE
     extra = {"attempt": attempt.number, "exit_code": attempt.exit_code, **(data or {})}
+    if interrupted and outcome == TaskState.FAILED:
+        _interrupted(task, attempt, reason, extra, changed, now)
+        return
     if outcome == TaskState.FAILED:
         task.failed_attempts += 1
         changed["failed_attempts"] = task.failed_attempts
@@ -339,6 +348,19 @@ def attempt_close(
         task_transition(task=task, to=outcome, reason=reason, data=extra, also=changed)
     else:
         Task.objects.filter(pk=task.pk).update(**changed)
+    _enqueue_cleanup(task, attempt)
+
+
+def _interrupted(task: Task, attempt: Attempt, reason: str, extra: dict, changed: dict, now: dt.datetime) -> None:
+    after = after_interruption(task)
+    changed["interruptions"] = task.interruptions
+    extra = extra | {"interrupted": True, "interruptions": task.interruptions}
+    if after.requeue_in is None:
+        task_transition(task=task, to=TaskState.FAILED, reason=f"{reason}; {after.words}", data=extra, also=changed)
+    else:
+        task.next_attempt_at = changed["next_attempt_at"] = now + dt.timedelta(seconds=after.requeue_in)
+        extra["retry_in_seconds"] = after.requeue_in
+        task_transition(task=task, to=TaskState.RETRY_WAIT, reason=f"{reason}; {after.words}", data=extra, also=changed)
     _enqueue_cleanup(task, attempt)
 
 

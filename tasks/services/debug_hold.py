@@ -27,7 +27,7 @@ from clusters.backends import backend_uses_runner
 from clusters.backends.local import LOCAL
 from clusters.debug_hold import debug_hold_access
 from tasks import dispatch
-from tasks.choices import AttemptState, CleanupState, TaskState
+from tasks.choices import CleanupState, TaskState
 from tasks.models import Attempt, Task
 from tasks.selectors import task_check_can_act
 from tasks.services.lifecycle import event_append, task_lock
@@ -44,7 +44,7 @@ def debug_hold_begin(
 ) -> None:
     """Called by attempt_close on a locked attempt that is being closed: start its hold if it gets one."""
     minutes = hold_minutes(task)
-    if not minutes or task.backend == LOCAL or not attempt.external_ref or attempt.state == AttemptState.LOST:
+    if not minutes or task.backend == LOCAL or not attempt.external_ref:
         return
     if outcome != TaskState.FAILED and not (outcome == TaskState.TIMED_OUT and backend_uses_runner(task.backend)):
         return

@@ -340,5 +340,12 @@ def _finish(
             )
             return 1
         where = {"pod": observation.evidence["pod"]} if observation and observation.evidence.get("pod") else None
-        attempt_close(task=task, attempt=attempt, outcome=outcome, reason=why or outcome.lower(), data=where)
+        attempt_close(
+            task=task,
+            attempt=attempt,
+            outcome=outcome,
+            reason=why or outcome.lower(),
+            data=where,
+            interrupted=bool(observation and observation.interrupted and outcome == TaskState.FAILED),
+        )
     return 1

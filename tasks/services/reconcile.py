@@ -141,7 +141,12 @@ def _retry_one(task_id) -> int:
         task = Task.objects.select_for_update(skip_locked=True).filter(pk=task_id, state=TaskState.RETRY_WAIT).first()
         if task is None:
             return 0
-        attempt_create(task=task, reason=f"retry {task.failed_attempts} of {task.retry_limit}")
+        last = Attempt.objects.filter(task=task, number=task.attempts_count).values_list("state", flat=True).first()
+        if last == AttemptState.INTERRUPTED:
+            reason = f"run again after interruption {task.interruptions}"
+        else:
+            reason = f"retry {task.failed_attempts} of {task.retry_limit}"
+        attempt_create(task=task, reason=reason)
         return 1
 
 

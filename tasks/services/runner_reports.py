@@ -183,7 +183,11 @@ def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
     elif kind == "exited":
         _apply_exited(task, attempt, data, when)
     elif kind == "lost":
-        _apply_lost(task, attempt, str(data.get("reason") or "the Runner lost track of the program"))
+        why = str(data.get("reason") or "the Runner lost track of the program")
+        if data.get("interrupted") is True and attempt.stop_requested_at is None:
+            _apply_interrupted(task, attempt, why)
+        else:
+            _apply_lost(task, attempt, why)
 
 
 def _apply_exited(task: Task, attempt: Attempt, data: dict[str, Any], when: Any) -> None:
@@ -201,6 +205,19 @@ def _apply_exited(task: Task, attempt: Attempt, data: dict[str, Any], when: Any)
         outcome, reason = TaskState.FAILED, how
         attempt.failure_reason = how
     attempt_close(task=task, attempt=attempt, outcome=outcome, reason=reason, data={"signal": attempt.exit_signal})
+
+
+def _apply_interrupted(task: Task, attempt: Attempt, why: str) -> None:
+    """The host said the infrastructure ended the program (it rebooted under it): the task's on_interrupt decides."""
+    attempt.failure_reason = why
+    attempt_close(
+        task=task,
+        attempt=attempt,
+        outcome=TaskState.FAILED,
+        reason=f"interrupted: {why}",
+        data={"evidence": why},
+        interrupted=True,
+    )
 
 
 def _apply_lost(task: Task, attempt: Attempt, why: str) -> None:

@@ -28,6 +28,7 @@ FAILURE_CLASSES = {
     "quota": "cloud quota exceeded",
     "exit_code": "the program failed",
     "lost": "lost (the cloud or Runner went silent)",
+    "interrupted": "interrupted by the infrastructure (evicted, preempted, its host lost or rebooted)",
     "cancelled": "cancelled",
 }
 
@@ -49,6 +50,8 @@ def failure_class(attempt: Attempt) -> str:
         return "cancelled"
     if attempt.state == AttemptState.LOST:
         return "lost"
+    if attempt.state == AttemptState.INTERRUPTED:
+        return "interrupted"
     if (attempt.exit_code not in (None, 0)) or attempt.exit_signal or attempt.failure_reason:
         return "exit_code"
     return ""

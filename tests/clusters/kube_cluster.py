@@ -199,6 +199,25 @@ class KubeCluster:
             },
         )
 
+    def preempt(self, job: str) -> None:
+        """What the scheduler leaves of a pod it preempted for a higher-priority one (Kubernetes 1.26+)."""
+        self.set_pod_status(
+            job,
+            {
+                "phase": "Failed",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                        "message": "Preempted in order to admit critical pod",
+                    },
+                ],
+                "containerStatuses": [container_status(terminated=(137, "Error"))],
+            },
+        )
+
     def expire_deadline(self, job: str, namespace: str = "tasks") -> None:
         """What the Job controller does at activeDeadlineSeconds: fail the Job, delete its running pods."""
 

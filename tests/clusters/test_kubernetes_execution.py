@@ -105,9 +105,8 @@ def test_two_passes_copying_the_same_log_store_it_once(kube, kube_connection, wo
     [
         (lambda kube, name: kube.finish(name, 3), 3, "the program exited with code 3"),
         (lambda kube, name: kube.finish(name, 137, "OOMKilled"), 137, "OOMKilled: the container ran out of memory"),
-        (lambda kube, name: kube.evict(name), 137, "Evicted: the node evicted the pod (The node was low on resource"),
     ],
-    ids=["exit-code", "oom-killed", "evicted"],
+    ids=["exit-code", "oom-killed"],
 )
 def test_a_failing_container_ends_failed_with_a_reason_in_words(
     kube, kube_connection, world, inline_jobs, act, exit_code, words

@@ -100,6 +100,10 @@ def test_migrate_then_rolling_restart_under_running_tasks(installation, tmp_path
         site.api("POST", f"/tasks/{ids['cancelled']}/cancel")  # carried out by the next agent
         second_agent = site.start_agent()
         helpers.wait_for(lambda: site.task(ids["late"])["state"] == "RUNNING", timeout=60, what="the late task")
+        # the cancel is carried out (its program stopped) before the gate lets the others print `end`
+        helpers.wait_for(
+            lambda: site.task(ids["cancelled"])["state"] == "CANCELLED", timeout=60, what="the cancel, by the new agent"
+        )
         gate.touch()
         tasks = site.wait_final(ids, timeout=60)
 

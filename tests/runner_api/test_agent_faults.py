@@ -149,3 +149,36 @@ def test_output_that_is_not_utf8_is_kept_byte_for_byte(server, world):
     for chunk in chunks:
         by_stream[chunk.stream] += bytes(chunk.data)
     assert by_stream == {"stdout": b"caf\xe9 \xff\xfe\n", "stderr": b"\x80!"}
+
+
+def test_a_host_reboot_under_the_program_interrupts_the_attempt_and_the_task_runs_again(server, world, tmp_path):
+    """A reboot kills everything on the host; the program's record says it started in another boot. That is the
+    infrastructure's doing: the attempt ends `interrupted` and the task runs again without using up a retry."""
+    marker = tmp_path / "first-run"
+    program = f"import os, time; first = not os.path.exists({str(marker)!r}); open({str(marker)!r}, 'a').close()\n"
+    program += "time.sleep(600 if first else 0); print('second run')"
+    task, _ = task_submit(user=world.bob, document=hello_spec(command=["python3", "-c", program]))
+    helpers.drive(task, {"RUNNING"}, timeout=20)
+    info = program_info(world.runs_dir, task)
+    helpers.wait_for(marker.exists, what="the first run")
+    supervisor = int(Path(f"/proc/{info['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    for pid in (agent_pid(world.runs_dir), supervisor):
+        os.kill(pid, signal.SIGKILL)
+    os.killpg(info["pid"], signal.SIGKILL)
+    helpers.wait_for(lambda: not helpers.pid_alive(info["pid"]), what="the program gone with its host")
+    record = world.runs_dir / task.attempts.get().external_name / "program.json"
+    record.write_text(json.dumps(info | {"boot_id": "an-earlier-boot"}))
+
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=60)
+    assert task.state == "SUCCEEDED", task.state_reason
+    first, second = task.attempts.order_by("number")
+    assert (first.state, second.state) == ("interrupted", "finished")
+    assert "the host rebooted" in first.failure_reason
+    assert (task.failed_attempts, task.interruptions, task.attempts_count) == (0, 1, 2)
+    assert state_changes(task) == ["SUBMITTING", "STARTING", "RUNNING", "RETRY_WAIT"] + [
+        "SUBMITTING",
+        "STARTING",
+        "RUNNING",
+        "SUCCEEDED",
+    ]
+    assert log_read(task=task)["data"] == "second run\n"

@@ -16,11 +16,15 @@ from tasks.services.submission import task_submit
 from tests.builders import hello_spec
 
 
-@pytest.fixture
-def attempt(world):
-    task, _ = task_submit(user=world.bob, document=hello_spec(retry_limit=1))
+def attempt_on(world, document: dict) -> Attempt:
+    task, _ = task_submit(user=world.bob, document=document)
     with transaction.atomic():
         return attempt_create(task=task_lock(task.pk), reason="test")
+
+
+@pytest.fixture
+def attempt(world):
+    return attempt_on(world, hello_spec(retry_limit=1))
 
 
 def runner(attempt: Attempt) -> APIClient:
@@ -173,3 +177,17 @@ def test_bytes_past_the_log_cap_are_counted_not_kept_and_said_once(attempt, sett
     assert task.events.filter(type="log_truncated").count() == 1
     attempt.refresh_from_db()
     assert (attempt.log_bytes, attempt.log_dropped_bytes) == (10, 10)
+
+
+def test_an_interrupted_report_requeues_without_using_a_retry_unless_the_task_asks_to_fail(world):
+    requeued = attempt_on(world, hello_spec())
+    events(runner(requeued), ev(1, "started", pid=1), ev(2, "lost", reason="the host rebooted", interrupted=True))
+    task = Task.objects.get(pk=requeued.task_id)
+    assert (task.state, task.failed_attempts, task.interruptions) == ("RETRY_WAIT", 0, 1)
+    assert "interrupted: the host rebooted" in task.state_reason and "retries are not used up" in task.state_reason
+
+    failing = attempt_on(world, hello_spec(on_interrupt="fail"))
+    events(runner(failing), ev(1, "started", pid=1), ev(2, "lost", reason="the host rebooted", interrupted=True))
+    task = Task.objects.get(pk=failing.task_id)
+    assert task.state == "FAILED" and "on_interrupt: fail" in task.state_reason
+    assert task.attempts.get().state == "interrupted"

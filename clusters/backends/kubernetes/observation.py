@@ -87,6 +87,18 @@ def observe_attempt(
             phase="failed",
             exit_code=exit_code,
             reason=f"Evicted: the node evicted the pod ({pod_status.get('message') or 'no reason given'})",
+            interrupted=True,
+            evidence=evidence,
+        )
+    disruption = _disruption(pod_status)
+    if disruption and (terminated or pod_status.get("phase") == "Failed"):
+        return Observation(
+            name,
+            exists=True,
+            phase="failed",
+            exit_code=exit_code,
+            reason=disruption,
+            interrupted=True,
             evidence=evidence,
         )
     if terminated:
@@ -266,3 +278,13 @@ def _parse_time(text: str | None, default: dt.datetime) -> dt.datetime:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return default
+
+
+def _disruption(pod_status: dict[str, Any]) -> str:
+    """Why Kubernetes stopped the pod for its own reasons (the DisruptionTarget condition: preemption, an eviction
+    by the API, a taint, the node's shutdown), in words; "" when it did not."""
+    for condition in pod_status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and str(condition.get("status")) == "True":
+            why = condition.get("reason") or "DisruptionTarget"
+            return f"{why}: Kubernetes stopped the pod ({condition.get('message') or 'no message given'})"
+    return ""
