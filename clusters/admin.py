@@ -11,7 +11,7 @@ from clusters.models import CloudConnection, MetricSample
 from orphans.connections import connection_delete
 from orphans.models import OrphanFinding
 
-FORM_ONLY_FIELDS = {*OPENSTACK_FIELDS, *KUBERNETES_FIELDS, *DEFAULT_FIELDS, "check_cloud"}
+FORM_ONLY_FIELDS = {*OPENSTACK_FIELDS, *KUBERNETES_FIELDS, *DEFAULT_FIELDS, "check_cloud", "dispatch_override"}
 HOST_WARNING = (
     "This connection runs each task's program on the CloudPivot host itself: as the account its run_as option "
     "names (options.run_as), else as the user CloudPivot runs as, who can read the database, its sessions and "
@@ -57,7 +57,20 @@ class CloudConnectionAdmin(admin.ModelAdmin):
     filter_horizontal = ["projects"]
     readonly_fields = ["health_status", "health_message", "health_checked_at", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["cloud_id", "name", "backend", "runs_on_host", "dispatch_enabled", "max_active_tasks"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "cloud_id",
+                    "name",
+                    "backend",
+                    "runs_on_host",
+                    "dispatch_enabled",
+                    "dispatch_override",
+                    "max_active_tasks",
+                ]
+            },
+        ),
         (
             "Credentials",
             {
@@ -96,6 +109,11 @@ class CloudConnectionAdmin(admin.ModelAdmin):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         perms_needed = perms_needed - {OrphanFinding._meta.verbose_name}
         return deleted, counts, perms_needed, protected
+
+    def save_model(self, request, obj, form, change) -> None:
+        if form.dispatch_overridden:  # the request's audit entry says dispatch came on without a passing check
+            request.audit_details = {"dispatch_override": "turned on without a passing check"}
+        super().save_model(request, obj, form, change)
 
     def delete_model(self, request, obj) -> None:
         connection_delete(connection=obj, actor=request.user)

@@ -91,6 +91,11 @@ def waits(limit: FitLimit, *, ahead: int, notes: list[str] | None = None) -> Ver
     return Verdict("waits", message, limit, queued_ahead=ahead, notes=list(notes or []))
 
 
+def held(reason: str, *, ahead: int, notes: list[str] | None = None) -> Verdict:
+    """Waits for a reason that is not a resource: the connection's dispatch switch, a budget's hard stop."""
+    return Verdict("waits", f"Waits: {ahead} ahead, held: {reason}", queued_ahead=ahead, notes=list(notes or []))
+
+
 def refused_now(limit: FitLimit, *, notes: list[str] | None = None) -> Verdict:
     """An instance is not queued: what does not fit now is refused until something is freed."""
     name, unit = _words(limit)

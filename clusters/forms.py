@@ -19,6 +19,7 @@ from django import forms
 from cloudpivot import credentials
 from clusters.choices import BackendKind
 from clusters.connection_options import option_errors
+from clusters.health import connection_checks
 from clusters.models import CloudConnection
 
 # form field → (backend, option key, kind): the typed part of `options`
@@ -113,6 +114,12 @@ class CloudConnectionForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
         help_text="A JSON object of the backend's remaining options (docs/backends/); unknown keys are refused.",
     )
+    dispatch_override = forms.BooleanField(
+        label="Turn dispatch on without a passing check",
+        required=False,
+        help_text="Dispatch comes on only when the connection's checks pass; ticking this skips them and is "
+        "recorded in the audit trail.",
+    )
     check_cloud = forms.BooleanField(
         label="Check against the cloud on save",
         required=False,
@@ -151,6 +158,12 @@ class CloudConnectionForm(forms.ModelForm):
             self.initial["k8s_default_cpu"] = defaults.get("cpu")
             self.initial["k8s_default_memory_mb"] = defaults.get("memory_mb")
         self.initial["options"] = options
+        if "dispatch_enabled" in self.fields:
+            if not self.instance.pk:  # a new connection dispatches only once an admin turns it on, checked
+                self.initial["dispatch_enabled"] = False
+            self.fields[
+                "dispatch_enabled"
+            ].help_text = "Off: new tasks wait; running ones go on. Turning it on runs the connection's checks first."
         if "endpoint" in self.fields:
             self.fields["endpoint"].label = "API server URL"
             self.fields["endpoint"].help_text = "Kubernetes only (token mode; a kubeconfig names its own)."
@@ -201,6 +214,30 @@ class CloudConnectionForm(forms.ModelForm):
         if not self.errors and data.get("check_cloud") and backend == BackendKind.OPENSTACK:
             self._check_the_cloud(data, options)
         return data
+
+    def _post_clean(self) -> None:
+        """Dispatch comes on only for a connection whose checks pass (the instance carries the form's values
+        here), or with the audited override."""
+        super()._post_clean()
+        turned_on = "dispatch_enabled" in self.changed_data and self.cleaned_data.get("dispatch_enabled")
+        if self.errors or not turned_on or self.cleaned_data.get("dispatch_override"):
+            return
+        report = connection_checks(self.instance)
+        if not report.ok:
+            self.add_error(
+                "dispatch_enabled",
+                f"cannot turn dispatch on: the connection's check fails: {report.summary}. Fix it and save "
+                'again, save with dispatch off, or tick "Turn dispatch on without a passing check".',
+            )
+
+    @property
+    def dispatch_overridden(self) -> bool:
+        """Dispatch turned on with the override: the admin records it in the audit entry."""
+        return bool(
+            "dispatch_enabled" in self.changed_data
+            and self.cleaned_data.get("dispatch_enabled")
+            and self.cleaned_data.get("dispatch_override")
+        )
 
     def _default_resources(self, data: dict[str, Any], options: dict[str, Any]) -> None:
         """The two default-resource fields → options.default_resources (what the Kubernetes backend reads)."""

@@ -12,6 +12,7 @@ from cloudpivot.api import flatten_errors
 from cloudpivot.exceptions import InvalidSpec
 from cloudpivot.json_types import JSONTypes
 from tasks.choices import MAX_INTERRUPT_LIMIT, OnInterrupt
+from tasks.stop_grace import MAX_STOP_GRACE_SECONDS
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
@@ -151,6 +152,8 @@ class TaskSpecSerializer(StrictSerializer):
     # defaults (requeue, at most DEFAULT_INTERRUPT_LIMIT times) apply where the document says nothing.
     on_interrupt = serializers.ChoiceField(choices=OnInterrupt.choices, required=False)
     interrupt_limit = serializers.IntegerField(min_value=0, max_value=MAX_INTERRUPT_LIMIT, required=False)
+    # SIGTERM, then this long before SIGKILL when CloudPivot stops the program (cancel, timeout): time to checkpoint.
+    stop_grace_seconds = serializers.IntegerField(min_value=0, max_value=MAX_STOP_GRACE_SECONDS, required=False)
     # Keep a failed attempt's pod or VM this long to get into it (clusters/debug_hold.py: the connection's limit).
     debug_hold_minutes = serializers.IntegerField(min_value=0, max_value=MAX_DEBUG_HOLD_MINUTES, required=False)
     labels = StringMapField(required=False, default=dict)

@@ -138,7 +138,13 @@ def audit_entry(request: HttpRequest, *, status_code: int, object_ref: str) -> A
         status_code=status_code,
         outcome="ok" if status_code < 400 else "error" if status_code >= 500 else "refused",
         remote_addr=request.META.get("REMOTE_ADDR") or None,
-        details={"admin_action": request.POST.get("action")}
-        if request.path.startswith("/admin/") and request.POST.get("action")
-        else {},
+        details=_details(request),
     )
+
+
+def _details(request: HttpRequest) -> dict:
+    """The admin's bulk action, and what a view said of itself (`request.audit_details`, never a body's value)."""
+    details = dict(getattr(request, "audit_details", None) or {})
+    if request.path.startswith("/admin/") and request.POST.get("action"):
+        details["admin_action"] = request.POST.get("action")
+    return details

@@ -40,7 +40,7 @@ def admit_all(*, agent_served_too: bool = True) -> int:
     return sum(
         isolated(f"admission on connection {c.pk}", lambda pk=c.pk: connection_admit(connection_id=pk))
         for c in list(with_pending)
-        if agent_served_too or not local_agent_serves(c)
+        if agent_served_too or not c.dispatch_enabled or not local_agent_serves(c)  # off: say why they wait
     )
 
 
@@ -124,6 +124,7 @@ def _admission_pass(connection_id: int, limit: int, bulk: _Bulk | None, announce
         transaction.on_commit(lambda: admitted_any and crash_point("admission.committed"))
         connection = CloudConnection.objects.select_for_update(no_key=True).get(pk=connection_id)
         if not connection.dispatch_enabled:
+            _say_dispatch_is_off(connection, limit)
             return 0
         pending = queue_heads(connection, limit)
         if not pending:
@@ -236,6 +237,13 @@ class _QuotaLedger:
     def take(self, footprint: quotas.Footprint) -> None:
         for key in self.used:
             self.used[key] = self.used[key] + footprint
+
+
+def _say_dispatch_is_off(connection: CloudConnection, limit: int) -> None:
+    """The queue heads say why they wait (once: an unchanged reason writes nothing)."""
+    reason = f"waiting: dispatch is off on the {connection.cloud_id} cloud until an admin turns it on"
+    for task in queue_heads(connection, limit):
+        task_set_waiting_reason(task=task, reason=reason)
 
 
 def task_set_waiting_reason(*, task: Task, reason: str) -> None:

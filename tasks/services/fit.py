@@ -5,7 +5,8 @@ The document goes through the submission's own checks (a bad one is the same 400
 1. never fits: a CloudPivot quota smaller than the task (what the submission refuses), then the cloud's
    own ceilings (clusters.fit.cloud_limits: a ResourceQuota's hard, a LimitRange max, the largest node,
    the OpenStack quota, the largest compute host);
-2. waits: admission played without locks, as connection_admit would run it now: the connection's limit
+2. waits: the connection's dispatch switch is off or the project is held (a budget's hard stop); then
+   admission played without locks, as connection_admit would run it now: the connection's limit
    on running tasks, then the project's quotas after the project's own PENDING tasks ahead (first in,
    first admitted), then the cloud's room left now (a ResourceQuota or OpenStack quota in use);
 3. otherwise it starts now. Nothing is written.
@@ -50,11 +51,22 @@ def task_fit(*, user: AbstractBaseUser, document: Any) -> fit.Verdict:
         return fit.never_fits(never, notes=notes)
     pending = Task.objects.filter(connection=connection, state=TaskState.PENDING)
     ahead = pending.count()
+    switch = _not_admitting(connection, project)
+    if switch:
+        return fit.held(switch, ahead=ahead, notes=notes)
     held = _connection_full(connection, ahead) or _quota_held(rows, project, connection, footprint)
     held = held or fit.first_not_now(cloud)
     if held:
         return fit.waits(held, ahead=ahead, notes=notes)
     return fit.starts_now(notes=notes)
+
+
+def _not_admitting(connection: CloudConnection, project: Project) -> str:
+    """What stops admission whatever the resources: the connection's dispatch switch, a project's hold (a
+    budget's hard stop), as connection_admit reads them."""
+    if not connection.dispatch_enabled:
+        return f"dispatch is off on the {connection.cloud_id} cloud; tasks wait until an admin turns it on"
+    return quotas.admission_holds([project.pk]).get(project.pk, "").removeprefix("waiting: ")
 
 
 def _source(quota: Quota, project: Project) -> str:

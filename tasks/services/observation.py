@@ -25,6 +25,7 @@ from tasks.services.attempts import attempt_close, attempt_ref, executing_attemp
 from tasks.services.faults import isolated
 from tasks.services.lifecycle import attempt_transition, event_append, lock_task_and_attempt, task_transition
 from tasks.services.logs import log_copy_from_cloud
+from tasks.stop_grace import stop_window_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -192,10 +193,13 @@ def _cloud_verdict(backend: Any, attempt: Attempt, observation: Observation) -> 
     - The machine broke (ERROR) before its Runner ever spoke: the program never ran, FAILED
       (the retry policy applies).
     - It broke or vanished after contact: the program may have run, UNKNOWN with the evidence.
+    - Its host is down (interrupted): the attempt ends `interrupted`, the task's on_interrupt decides.
     - It is up but its Runner never reported by the boot deadline: FAILED, with the console
       tail as an event so the user sees why.
     """
     status = observation.evidence.get("server_status")
+    if observation.interrupted:  # the machine's host is gone: not the program's failure, whatever it had done
+        return _finish(attempt, observation.reason, observation=observation)
     if observation.phase == "failed" and attempt.runner_contact_at is None:
         return _finish(attempt, observation.reason, observation=observation)
     if status in ("ERROR", "absent"):
@@ -303,7 +307,7 @@ def _stop_window_passed(attempt: Attempt, now: dt.datetime) -> bool:
     return bool(
         attempt.stop_requested_at
         and not attempt.stop_escalated_at
-        and now - attempt.stop_requested_at > dt.timedelta(seconds=settings.STOP_WINDOW_SECONDS)
+        and now - attempt.stop_requested_at > dt.timedelta(seconds=stop_window_seconds(attempt.task.normalized))
     )
 
 

@@ -27,6 +27,7 @@ from tasks.services.lifecycle import (
     task_transition,
 )
 from tasks.services.secret_delivery import assignment_secrets
+from tasks.stop_grace import stop_grace_seconds
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
 
@@ -53,7 +54,7 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
         "workdir": spec.get("workdir"),
         "timeout_seconds": attempt.task.timeout_seconds,
         "heartbeat_interval": settings.RUNNER_HEARTBEAT_SECONDS,
-        "stop_grace_seconds": settings.STOP_GRACE_SECONDS,
+        "stop_grace_seconds": stop_grace_seconds(spec),
         "stop_requested": attempt.stop_requested_at is not None,
         "acked_seq": attempt.acked_seq,
         "log_offsets": {"stdout": attempt.log_stdout_bytes, "stderr": attempt.log_stderr_bytes},

@@ -65,6 +65,7 @@ def test_the_job_is_one_literal_run_with_our_labels_and_limits(backend, kube, ku
         env={"A": "1"},
         workdir="/work",
         timeout_seconds=90,
+        stop_grace_seconds=45,
         resources={"cpu": 0.5, "memory_mb": 512, "gpu": 2},
         volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}],
         node_selector={"gpu": "a100"},
@@ -79,6 +80,7 @@ def test_the_job_is_one_literal_run_with_our_labels_and_limits(backend, kube, ku
     assert (spec["backoffLimit"], spec["activeDeadlineSeconds"], spec["ttlSecondsAfterFinished"]) == (0, 90, 600)
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
+    assert pod["terminationGracePeriodSeconds"] == 45  # the task's time to checkpoint after SIGTERM
     (container,) = pod["containers"]
     assert container["command"] == ["sh", "-c", "echo $HOME; rm -rf /"] and "args" not in container
     assert container["image"] == "busybox:1.36" and container["workingDir"] == "/work"

@@ -6,10 +6,13 @@ test_connection_admin.py saves and tests against the development OpenStack.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from django.contrib.auth import get_user_model
 
+from cloudpivot.accounts.models import AuditEntry
 from clusters.models import CloudConnection
 
 ADD = "/admin/clusters/cloudconnection/add/"
@@ -39,7 +42,6 @@ def openstack(clouds_yaml, **fields) -> dict:
         "cloud_id": "os-lab",
         "name": "",
         "backend": "openstack",
-        "dispatch_enabled": "on",
         "max_active_tasks": "0",
         "credentials_ref": str(clouds_yaml),
         "os_cloud": "lab",
@@ -141,7 +143,6 @@ def test_a_kubernetes_form_takes_its_fields_and_refuses_unknown_options(root, wo
     form = {
         "cloud_id": "k3s-lab",
         "backend": "kubernetes",
-        "dispatch_enabled": "on",
         "max_active_tasks": "0",
         "endpoint": "https://127.0.0.1:6443",
         "scope": "tasks",
@@ -168,7 +169,6 @@ def test_kubernetes_default_resources_have_fields_of_their_own(root, world, tmp_
     form = {
         "cloud_id": "k3s-defaults",
         "backend": "kubernetes",
-        "dispatch_enabled": "on",
         "max_active_tasks": "0",
         "endpoint": "https://127.0.0.1:6443",
         "credentials_ref": "in-cluster",
@@ -184,3 +184,58 @@ def test_kubernetes_default_resources_have_fields_of_their_own(root, world, tmp_
     assert connection.options == {"default_resources": {"cpu": 0.5, "memory_mb": 1024}}
     page = root.get(f"/admin/clusters/cloudconnection/{connection.pk}/change/").content.decode()
     assert 'name="k8s_default_cpu"' in page and 'value="0.5"' in page and 'name="os_flavor"' not in page
+
+
+# ---------------------------------------------------------------- dispatch: off until an admin turns it on, checked
+def kubernetes(**fields) -> dict:
+    """A connection to a port nothing listens on (loopback): every check fails at once."""
+    return {
+        "cloud_id": "k3s-new",
+        "backend": "kubernetes",
+        "max_active_tasks": "0",
+        "endpoint": "https://127.0.0.1:9",
+        "credentials_ref": "in-cluster",
+        "options": "{}",
+    } | fields
+
+
+def test_a_new_connection_starts_with_dispatch_off(root, world):
+    form = root.get(ADD).context["adminform"].form
+    assert form["dispatch_enabled"].value() is False
+    response = root.post(ADD, kubernetes())
+    assert response.status_code == 302, errors_of(response)
+    assert CloudConnection.objects.get(cloud_id="k3s-new").dispatch_enabled is False
+
+
+def test_dispatch_comes_on_only_with_a_passing_check_or_the_audited_override(root, world):
+    refused = errors_of(root.post(ADD, kubernetes(dispatch_enabled="on")))
+    assert refused["dispatch_enabled"][0].startswith("cannot turn dispatch on: the connection's check fails: ")
+    assert not CloudConnection.objects.filter(cloud_id="k3s-new").exists()
+
+    response = root.post(ADD, kubernetes(dispatch_enabled="on", dispatch_override="on"))
+    assert response.status_code == 302, errors_of(response)
+    assert CloudConnection.objects.get(cloud_id="k3s-new").dispatch_enabled is True
+    entries = AuditEntry.objects.filter(path=ADD).order_by("pk")
+    assert [entry.details for entry in entries] == [{}, {"dispatch_override": "turned on without a passing check"}]
+
+
+def test_dispatch_comes_on_for_a_connection_whose_check_passes(root, world):
+    CloudConnection.objects.filter(pk=world.local.pk).update(dispatch_enabled=False)
+    change = f"/admin/clusters/cloudconnection/{world.local.pk}/change/"
+    form = {
+        "cloud_id": "local",
+        "name": world.local.name,
+        "backend": "local",
+        "dispatch_enabled": "on",
+        "max_active_tasks": "0",
+        "projects": [str(world.alpha.pk), str(world.beta.pk)],
+        "endpoint": "",
+        "scope": "",
+        "credentials_ref": "",
+        "options": json.dumps(world.local.options),
+    }
+    response = root.post(change, form)
+    assert response.status_code == 302, errors_of(response)
+    world.local.refresh_from_db()
+    assert world.local.dispatch_enabled is True
+    assert not AuditEntry.objects.filter(details__has_key="dispatch_override").exists()

@@ -63,7 +63,6 @@ def form(**fields) -> dict:
         "cloud_id": "k3s-evil",
         "name": "",
         "backend": "kubernetes",
-        "dispatch_enabled": "on",
         "max_active_tasks": "0",
         "endpoint": "https://203.0.113.9:6443",
         "scope": "tasks",

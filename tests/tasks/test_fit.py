@@ -5,6 +5,8 @@ server: ResourceQuota, LimitRange, node allocatable with GPUs). Nothing is ever 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from cloudpivot.accounts.models import Quota
@@ -13,6 +15,7 @@ from tasks.services.admission import admit_all
 from tests.builders import hello_spec
 from tests.clusters.kube_api import NODES
 from tests.clusters.kube_fixture import kmock
+from usage.models import ProjectBudget
 
 RESOURCE_QUOTAS = kmock.resource("", "v1", "resourcequotas")
 LIMIT_RANGES = kmock.resource("", "v1", "limitranges")
@@ -53,6 +56,29 @@ def test_a_dry_run_creates_nothing_and_says_starts_now(api, world):
         "notes": [],
     }
     assert not Task.objects.exists()
+
+
+def test_a_connection_with_dispatch_off_waits_and_says_so(api, world):
+    world.local.dispatch_enabled = False
+    world.local.save(update_fields=["dispatch_enabled"])
+    verdict = dry_run(api, hello_spec())
+    assert verdict["outcome"] == "waits" and verdict["limit"] is None
+    assert (
+        verdict["message"]
+        == "Waits: 0 ahead, held: dispatch is off on the local cloud; tasks wait until an admin turns it on"
+    )
+
+
+def test_a_budget_at_its_hard_stop_waits_and_names_it(api, world):
+    ProjectBudget.objects.create(
+        project=world.alpha,
+        core_hours=Decimal("1"),
+        hard_stop=True,
+        held_reason=("waiting: project alpha has used 1.0 of its 1 core-hour budget for 2026-12 (hard stop)"),
+    )
+    verdict = dry_run(api, hello_spec())
+    assert verdict["outcome"] == "waits"
+    assert verdict["message"].startswith("Waits: 0 ahead, held: project alpha has used 1.0 of its 1 core-hour budget")
 
 
 def test_more_than_a_whole_quota_never_fits_and_names_it(api, world):

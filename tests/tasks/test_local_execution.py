@@ -90,6 +90,40 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_grace_period(live, w
     assert task.attempts.get().exit_signal == 9
 
 
+def test_a_task_sets_its_own_grace_to_checkpoint_after_sigterm(live, world, tmp_path):
+    """The installation's grace here is 2 s; the task asks for 8 and uses 3 of them to save its state."""
+    checkpoint = tmp_path / "checkpoint"
+    program = (
+        "import signal, sys, time\n"
+        "def save(*_):\n"
+        f"    time.sleep(3); open({str(checkpoint)!r}, 'w').write('saved'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, save); print('up', flush=True); time.sleep(600)"
+    )
+    task, _ = _submit(world, command=["python3", "-c", program], stop_grace_seconds=8)
+    task = helpers.drive(task, until={"RUNNING"})
+    helpers.wait_for(lambda: "up" in _log(task), what="the program to be up")
+    task_cancel(task_id=task.pk, user=world.bob)
+    task = helpers.drive(task, until={"CANCELLED", "FAILED", "UNKNOWN"}, timeout=30)
+    assert task.state == "CANCELLED"
+    assert checkpoint.read_text() == "saved" and task.attempts.get().exit_signal is None
+
+
+def test_tasks_wait_while_dispatch_is_off_saying_so_and_start_when_it_comes_on(live, world):
+    world.local.dispatch_enabled = False
+    world.local.save(update_fields=["dispatch_enabled"])
+    task, _ = _submit(world, command=["python3", "-c", "print('ran')"])
+    for _ in range(3):
+        reconcile_pass()
+        time.sleep(0.5)
+    task.refresh_from_db()
+    assert task.state == "PENDING" and task.attempts_count == 0
+    assert task.state_reason == "waiting: dispatch is off on the local cloud until an admin turns it on"
+    world.local.dispatch_enabled = True
+    world.local.save(update_fields=["dispatch_enabled"])
+    task = helpers.drive(task, until={"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=30)
+    assert task.state == "SUCCEEDED" and _log(task) == "ran\n"
+
+
 def test_a_missing_program_fails_with_a_clear_reason(live, world):
     task, _ = _submit(world, command=["no-such-program-xyz"])
     task = helpers.drive(task, until={"FAILED", "SUCCEEDED", "UNKNOWN"})

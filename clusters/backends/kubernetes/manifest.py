@@ -45,6 +45,8 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
         # A task gets no API credentials unless the connection names a service account for it.
         "automountServiceAccountToken": bool(options.get("service_account")),
     }
+    if spec.get("stop_grace_seconds") is not None:  # SIGTERM, then this long before SIGKILL (the kubelet's own)
+        pod_spec["terminationGracePeriodSeconds"] = spec["stop_grace_seconds"]
     if options.get("service_account"):
         pod_spec["serviceAccountName"] = options["service_account"]
     if volumes or secret_volumes:

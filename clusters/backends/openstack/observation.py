@@ -1,7 +1,8 @@
 """What a task's server says about the attempt: evidence only (the Runner's reports are the truth).
 
 Plain functions over SDK server objects listed once per pass; a server in ERROR costs one GET for its
-fault (Nova leaves it out of lists), asked through `fault_of`.
+fault (Nova leaves it out of lists), asked through `fault_of`. A server whose compute host Nova reports DOWN
+was interrupted (the infrastructure ended it, not the program): the task's `on_interrupt` decides.
 """
 
 from __future__ import annotations
@@ -48,6 +49,18 @@ def server_observation(
         "power_state": server.power_state,
     }
     status = server.status
+    if server.host_status:  # shown where policy allows (admin by default), from microversion 2.16
+        evidence["host_status"] = server.host_status
+    if server.host_status == "DOWN" and status != "BUILD":
+        return Observation(
+            name,
+            exists=True,
+            phase="failed",
+            interrupted=True,
+            reason=f"the server's compute host is down (Nova: host_status DOWN, server {status}): its program "
+            "ended with the host",
+            evidence=evidence,
+        )
     created = parse_time(server.created_at)
     if created:
         evidence["booting_for"] = round((now - created).total_seconds(), 1)
