@@ -55,7 +55,9 @@ def error_body(code: str, message: str, errors: list[dict[str, str]] | None = No
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return Response(error_body(exc.code, exc.message, exc.errors) | exc.extra, status=exc.status)
+        retry_after = getattr(exc, "retry_after", None)  # a 429 or a 503 says when to come back
+        headers = {"Retry-After": str(retry_after)} if retry_after else None
+        return Response(error_body(exc.code, exc.message, exc.errors) | exc.extra, status=exc.status, headers=headers)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         message = f"the request body is too large: at most {limit} bytes are accepted"
@@ -75,6 +77,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         first = errors[0] if errors else {"field": "", "message": "invalid input"}
         message = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
         response.data = error_body("invalid", message, errors)
+    elif isinstance(exc, drf_exceptions.Throttled) and exc.get_codes() == "throttled":  # the per-token rate
+        message = (
+            f"too many requests with this token (at most {settings.API_TOKEN_RATE}): try again in {exc.wait or 1} s "
+            "(the Retry-After header), and space your calls out; follow changes with the event feed's long-poll "
+            "(GET /api/v1/events?wait=N) instead of polling"
+        )
+        response.data = error_body("throttled", message)
     elif isinstance(exc, drf_exceptions.ParseError):
         response.data = error_body("parse_error", str(exc.detail), [{"field": "", "message": str(exc.detail)}])
     elif isinstance(exc, drf_exceptions.APIException):

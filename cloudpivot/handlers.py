@@ -23,6 +23,9 @@ TOKEN_API = "TOKEN_API_MIDDLEWARE"
 PAGES = "MIDDLEWARE"
 MACHINE_PREFIXES = ("/runner/", "/healthz", "/readyz")
 TOKEN_API_PREFIX = "/api/v1/"
+# The token API's async views (the event feed's long-poll waits on the event loop: notifications/api/long_poll.py):
+# the WSGI bridge would run them to the end in one of its few threads.
+ASYNC_API_PATHS = frozenset({"/api/v1/events", "/api/v1/events/"})
 
 
 def stack_for(path: str, authorization: str) -> str:
@@ -62,6 +65,7 @@ class RoutedASGIHandler:
 
     def __init__(self) -> None:
         self.handlers = {stack: stack_handler(ASGIHandler, stack) for stack in (MACHINE, TOKEN_API, PAGES)}
+        self.async_token_api = self.handlers[TOKEN_API]
         if settings.TOKEN_API_WSGI:
             from cloudpivot.wsgi_bridge import WSGIBridge
 
@@ -69,7 +73,10 @@ class RoutedASGIHandler:
 
     async def __call__(self, scope, receive, send):
         authorization = next((value for name, value in scope.get("headers", ()) if name == b"authorization"), b"")
-        stack = stack_for(scope.get("path", ""), authorization.decode("latin-1"))
+        path = scope.get("path", "")
+        stack = stack_for(path, authorization.decode("latin-1"))
+        if stack == TOKEN_API and path in ASYNC_API_PATHS:  # an async view: through the ASGI handler, no thread held
+            return await self.async_token_api(scope, receive, send)
         return await self.handlers[stack](scope, receive, send)
 
 

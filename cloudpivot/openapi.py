@@ -8,7 +8,7 @@ The statuses come from where the API raises them (cloudpivot.api's handler over 
 - 403, 409, 422 and 502 only on the operations listed in `WRITE_ERRORS` / `CLOUD_ERRORS`, which are
   those whose services raise them; 503 everywhere (the database away), `cloud_unavailable` only there.
 - 413 wherever a body is read (a body over the size limit is refused before it is parsed).
-The API has no request throttling, so no 429.
+- 429 everywhere (a token over its rate; on the event feed also a user over their long-polls).
 """
 
 from __future__ import annotations
@@ -99,6 +99,24 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
             )
         },
     ),
+    429: (
+        "Too many requests with this token (CLOUDPIVOT_API_TOKEN_RATE), or too many event-feed long-polls of yours "
+        'at once: nothing was done; `Retry-After` says when to try again (docs/api.md, "Limits").',
+        {
+            "throttled": _error(
+                "throttled",
+                "too many requests with this token (at most 1200/min): try again in 12 s (the Retry-After header), "
+                "and space your calls out; follow changes with the event feed's long-poll (GET /api/v1/events?wait=N) "
+                "instead of polling",
+            ),
+            "too_many_long_polls": _error(
+                "too_many_long_polls",
+                "you already hold 4 long-polls of the event feed (at most 4 at once): wait for one of them to answer "
+                "(in 20 s at the latest, the Retry-After header), or follow the feed with a single long-poll, passing "
+                "each answer's next_after as `after`",
+            ),
+        },
+    ),
     502: (
         "The cloud refused the connection's credentials or permissions (an admin's matter).",
         {"cloud_refused": _error("cloud_refused", "the os-dev cloud refused the credentials while reading flavors")},
@@ -160,7 +178,7 @@ def error_responses(*statuses: int) -> dict[str, Any]:
 
 
 def _statuses_for(method: str, path: str, operation: dict[str, Any]) -> list[int]:
-    found = {401, 503}  # 503: the database away (cloudpivot/unavailable.py), on every operation
+    found = {401, 429, 503}  # 503: the database away (cloudpivot/unavailable.py); 429: the token's rate
     if method != "GET":
         found.add(507)  # the database's disk full (cloudpivot/unavailable.py), on every write
     if "{" in path:

@@ -10,6 +10,8 @@ Messages (channel layer, JSON-native):
 - to `task-logs` (LOG_DOORBELL): {"type": "task.logs", "positions": {task id: position}}   new log bytes up to
   `position`, for every task of a transaction in one message; each web process hears it once and wakes its
   websockets (cloudpivot/log_hub.py)
+- to `feed-doorbell` (FEED_DOORBELL): {"type": "feed.new"}   a transaction wrote entries of the event feed; the
+  feed's long-polls look (notifications/api/long_poll.py)
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import select
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from channels import DEFAULT_CHANNEL_LAYER
@@ -87,6 +91,7 @@ class _Rings:
     def __init__(self) -> None:
         self.changed: dict[Any, tuple[Any, int]] = {}
         self.logs: dict[Any, int] = {}
+        self.feed = False
 
     def __call__(self) -> None:
         messages = []
@@ -95,6 +100,8 @@ class _Rings:
             messages += [(task_group(task_id), message), (project_group(project_id), message)]
         if self.logs:
             messages.append(_log_ring({str(task_id): position for task_id, position in self.logs.items()}))
+        if self.feed:
+            messages.append((FEED_DOORBELL, FEED_RING))
         _send_each(messages)
 
 
@@ -106,6 +113,42 @@ def _pending_rings() -> _Rings:
     hook = _Rings()
     transaction.on_commit(hook)
     return hook
+
+
+# The event feed's long-polls listen here: "entries were written" (whose, they look up in the database).
+FEED_DOORBELL = "feed-doorbell"
+FEED_RING = {"type": "feed.new"}
+
+
+def ring_feed_on_commit() -> None:
+    """Ring the feed's doorbell once the transaction that writes feed entries commits (at once outside one)."""
+    if not transaction.get_connection().in_atomic_block:
+        _send([FEED_DOORBELL], FEED_RING)
+        return
+    _pending_rings().feed = True
+
+
+@asynccontextmanager
+async def listening(group: str) -> AsyncIterator[str | None]:
+    """A channel in `group` for the duration; None without a channel layer or when it fails (the caller then
+    looks at the database on the clock: a doorbell is a hint, the database the truth)."""
+    layer = get_channel_layer()
+    channel = None
+    if layer is not None:
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+        except Exception as exc:  # a doorbell is a hint; the database look still finds the news
+            logger.warning("doorbell %s unavailable (%s: %s); polling", group, type(exc).__name__, exc)
+            channel = None
+    try:
+        yield channel
+    finally:
+        if channel:
+            try:
+                await layer.group_discard(group, channel)
+            except Exception as exc:  # Redis went away meanwhile: its groups expire on their own
+                logger.warning("could not leave the doorbell group %s: %s: %s", group, type(exc).__name__, exc)
 
 
 def ring_log(*, task_id: Any, position: int) -> None:

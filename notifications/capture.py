@@ -16,6 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from cloudpivot.realtime import ring_feed_on_commit
 from cloudpivot.rows import objects_insert
 from notifications.models import FeedEvent
 from resources.models import Instance, Operation
@@ -34,6 +35,7 @@ def connect() -> None:
 def task_events_saved(sender: Any, events: list[TaskEvent], **kwargs: Any) -> None:
     """One event or a Runner's batch of progress reports: one INSERT copies them."""
     objects_insert(FeedEvent, [task_event_entry(event) for event in events])
+    ring_feed_on_commit()
 
 
 def task_event_entry(event: TaskEvent) -> FeedEvent:
@@ -54,6 +56,7 @@ def task_event_entry(event: TaskEvent) -> FeedEvent:
 
 def operation_changed(sender: Any, operation: Operation, **kwargs: Any) -> None:
     FeedEvent.objects.bulk_create([operation_entry(operation)], ignore_conflicts=True)
+    ring_feed_on_commit()
 
 
 def operation_entry(operation: Operation) -> FeedEvent:
@@ -79,6 +82,7 @@ def readiness_changed(
     sender: Any, instance: Instance, ready: bool, reason: str, at: dt.datetime, **kwargs: Any
 ) -> None:
     FeedEvent.objects.bulk_create([readiness_entry(instance, ready=ready, reason=reason, at=at)], ignore_conflicts=True)
+    ring_feed_on_commit()
 
 
 def readiness_entry(instance: Instance, *, ready: bool, reason: str, at: dt.datetime) -> FeedEvent:

@@ -8,7 +8,6 @@ appears behind a cursor a client has passed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,6 @@ FROM (
 ) AS numbered
 WHERE notifications_feedevent.id = numbered.id
 """
-WAIT_STEP_SECONDS = 0.25
 
 
 class CursorExpired(ApplicationError):
@@ -120,9 +118,10 @@ def entry_document(entry: FeedEvent) -> dict[str, Any]:
 
 
 def feed_page(
-    *, user: AbstractBaseUser, where: FeedFilter, after: int, limit: int, wait: float = 0
+    *, user: AbstractBaseUser, where: FeedFilter, after: int, limit: int
 ) -> tuple[list[FeedEvent], int, bool]:
-    """Entries after `after` in position order; with `wait`, hold the request until one comes (or time is up).
+    """Entries after `after` in position order, read once (a long-poll waits in notifications/api/long_poll.py,
+    on the event loop, and calls this for each look).
 
     Returns the entries, the cursor to pass next and whether more are waiting. The cursor is the last entry's
     position, or (with nothing new) the highest position given so far, so a filtered follower does not rescan
@@ -135,17 +134,13 @@ def feed_page(
             f"start again from {pruned}",
             extra={"oldest_cursor": pruned},
         )
-    deadline = time.monotonic() + wait
-    while True:
-        feed_refresh()
-        high = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
-        visible = feed_visible_to(user=user, where=where).filter(position__gt=after).order_by("position")
-        rows = list(visible[: limit + 1])
-        if rows:
-            return rows[:limit], rows[:limit][-1].position, len(rows) > limit
-        if time.monotonic() >= deadline:
-            return [], max(after, high), False
-        time.sleep(WAIT_STEP_SECONDS)
+    feed_refresh()
+    high = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
+    visible = feed_visible_to(user=user, where=where).filter(position__gt=after).order_by("position")
+    rows = list(visible[: limit + 1])
+    if rows:
+        return rows[:limit], rows[:limit][-1].position, len(rows) > limit
+    return [], max(after, high), False
 
 
 def feed_prune(*, before: timezone.datetime) -> int:

@@ -7,6 +7,9 @@ as a heartbeat). The doorbell is rung after commit by whoever changed something 
 channel layer, a process without a long-poll pokes the agent instead, which then syncs at once), so
 the look only covers a lost ring and is rare: an idle installation costs next to nothing here.
 
+Its database work runs on threads of the agents' own (`db_threads.agent_run`, CLOUDPIVOT_AGENT_DB_THREADS):
+however many token API requests queue for the users' threads, an agent's sync never waits behind them.
+
 The doorbell is only a hint: when the channel layer fails (Redis stopped or restarting), the hold goes on
 with the database look alone, and the batch already applied is answered, never a 500 (issue 16, item 2).
 """
@@ -17,7 +20,6 @@ import asyncio
 import json
 import logging
 import time
-from contextlib import asynccontextmanager
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -66,7 +68,7 @@ async def sync(request: HttpRequest) -> JsonResponse:
         return JsonResponse(error_body("invalid", f"{errors[0]['field']}: {errors[0]['message']}", errors), status=400)
     data = serializer.validated_data
     try:
-        scope = await db_threads.run_with_connection(
+        scope = await db_threads.agent_run(
             sync_scope, authorization=request.headers.get("Authorization", ""), claimed_agent=data["agent"]["name"]
         )
     except SyncRefused as exc:
@@ -84,11 +86,11 @@ async def sync(request: HttpRequest) -> JsonResponse:
         )
 
     if wait <= 0:
-        answer = await db_threads.run_with_connection(apply)
+        answer = await db_threads.agent_run(apply)
     else:  # a long-poll: listening from the start, so no ring is missed while it looks or holds off
-        async with _doorbell() as channel:
+        async with realtime.listening(AGENT_DOORBELL) as channel:
             await _hold_off(scope)
-            answer = await db_threads.run_with_connection(apply)
+            answer = await db_threads.agent_run(apply)
             if not sync_has_news(answer, data["stopping"]):
                 answer = await _hold(scope, data, wait, channel) or answer
         if scope.agent_name:
@@ -97,34 +99,6 @@ async def sync(request: HttpRequest) -> JsonResponse:
                 _last_news[scope.agent_name] = time.monotonic()
     answer["poll_after"] = 0
     return JsonResponse(answer)
-
-
-@asynccontextmanager
-async def _doorbell():
-    """A channel in the agents' doorbell group for the duration; None without a channel layer or when it fails
-    (the long-poll then looks at the database on the clock: a doorbell is a hint, the database the truth)."""
-    layer = get_channel_layer()
-    channel = await _join_doorbell(layer)
-    try:
-        yield channel
-    finally:
-        if channel:
-            try:
-                await layer.group_discard(AGENT_DOORBELL, channel)
-            except Exception as exc:  # Redis went away meanwhile: its groups expire on their own
-                logger.warning("could not leave the agent doorbell group: %s: %s", type(exc).__name__, exc)
-
-
-async def _join_doorbell(layer: Any) -> str | None:
-    if layer is None:
-        return None
-    try:
-        channel = await layer.new_channel()
-        await layer.group_add(AGENT_DOORBELL, channel)
-    except Exception as exc:  # a doorbell is a hint; the database look still finds the news
-        logger.warning("agent doorbell unavailable (%s: %s); polling", type(exc).__name__, exc)
-        return None
-    return channel
 
 
 async def _hold_off(scope: SyncScope) -> None:
@@ -153,7 +127,7 @@ async def _hold(scope: SyncScope, data: dict[str, Any], wait: float, channel: st
             channel = None
             await asyncio.sleep(min(1.0, max(0.0, deadline - loop.time())))
         await _hold_off(scope)
-        answer = await db_threads.run_with_connection(sync_answer, scope=scope, names=names)
+        answer = await db_threads.agent_run(sync_answer, scope=scope, names=names)
         if sync_has_news(answer, data["stopping"]):
             return answer
     return None

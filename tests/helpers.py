@@ -83,6 +83,9 @@ def server_environment(*, port: int, runs_dir: Path) -> dict[str, str]:
             "CLOUDPIVOT_RUNNER_SERVER_URL": f"http://127.0.0.1:{port}",
             "CLOUDPIVOT_LOG_LEVEL": "WARNING",
             "PORT": str(port),
+            # The schema fuzzing and the load tests call far faster than a token may (tests/e2e/test_api_capacity.py
+            # and tests/cloudpivot/test_api_limits.py test the rate).
+            "CLOUDPIVOT_API_TOKEN_RATE": "0",
         }
     )
     if settings.REDIS_URL:

@@ -16,6 +16,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from cloudpivot.realtime import ring_feed_on_commit
 from notifications.models import FeedEvent
 from tasks.services.admission import admission_wake
 from usage.accounting import MONTH_FORMAT, core_hours, core_hours_by_day, month_bounds, spans
@@ -115,3 +116,4 @@ def _announce_once(budget: ProjectBudget, status: BudgetStatus, kind: str, messa
         ],
         ignore_conflicts=True,
     )
+    ring_feed_on_commit()

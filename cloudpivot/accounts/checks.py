@@ -53,3 +53,21 @@ def secrets_key_check(app_configs, **kwargs):
         return []
     hint = "Generate one: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
     return [Error(f"CLOUDPIVOT_SECRETS_KEY is unusable: {problem}", hint=hint, id="cloudpivot.E103")]
+
+
+@register("cloudpivot")
+def api_token_rate_check(app_configs, **kwargs):
+    """A CLOUDPIVOT_API_TOKEN_RATE that is not a rate: said at startup, not as a 500 on every API call."""
+    from django.conf import settings
+
+    from cloudpivot.accounts.throttling import parse_rate
+
+    try:
+        parse_rate(settings.API_TOKEN_RATE)
+    except ValueError as exc:
+        return [
+            Error(
+                f"CLOUDPIVOT_API_TOKEN_RATE is invalid: {exc}", hint="e.g. 1200/min; 0 lifts it", id="cloudpivot.E104"
+            )
+        ]
+    return []

@@ -287,6 +287,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # per API token, after authentication and permissions (cloudpivot/accounts/throttling.py, API_TOKEN_RATE)
+    "DEFAULT_THROTTLE_CLASSES": ["cloudpivot.accounts.throttling.TokenRateThrottle"],
     # JSON within the document limits (cloudpivot/documents.py): deep nesting is a 400, not a RecursionError
     "DEFAULT_PARSER_CLASSES": [
         "cloudpivot.parsers.BoundedJSONParser",
@@ -294,6 +296,11 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
 }
+# Requests per API token (docs/api.md, "Limits"): "<n>/<s|min|h>", counted per fixed window; over it a 429 with
+# Retry-After. Empty or 0 lifts the limit. Counted in the cache (shared by every process with Redis).
+API_TOKEN_RATE = env.str("CLOUDPIVOT_API_TOKEN_RATE", default="1200/min")
+# Long-polls of the event feed (`GET /api/v1/events?wait=N`) one user may hold at once per web process; more: 429.
+FEED_LONG_POLLS_PER_USER = env.int("CLOUDPIVOT_FEED_LONG_POLLS_PER_USER", default=4)
 # The event feed and webhooks (docs/api.md, docs/webhooks.md): how long feed entries are kept, and whether
 # webhooks may be delivered to loopback, private or link-local addresses (refused by default: SSRF).
 EVENT_FEED_RETENTION_DAYS = env.int("CLOUDPIVOT_EVENT_FEED_RETENTION_DAYS", default=30)
@@ -373,6 +380,8 @@ AGENT_SERVER_URL = env.str("CLOUDPIVOT_AGENT_SERVER_URL", default="")
 # docs/decisions.md, "Threads that keep their database connection"); false: through Django's ASGI handler.
 TOKEN_API_WSGI = env.bool("CLOUDPIVOT_TOKEN_API_WSGI", default=True)
 DB_THREADS = env.int("CLOUDPIVOT_DB_THREADS", default=4)  # per web process: cloudpivot/db_threads.py
+# The host agents' syncs run on threads of their own, which no user's request can take (issue 34, item 1).
+AGENT_DB_THREADS = env.int("CLOUDPIVOT_AGENT_DB_THREADS", default=2)
 RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", default=1.0)
 # Silence longer than this from a Runner makes its task UNKNOWN (never a silent re-run).
 RUNNER_HEARTBEAT_DEADLINE_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_DEADLINE_SECONDS", default=60.0)

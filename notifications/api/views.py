@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from cloudpivot.exceptions import NotFound
 from notifications import webhooks
+from notifications.api.long_poll import Hold, async_view, page_document
 from notifications.api.serializers import (
     DeliveryQuerySerializer,
     EmailPreferenceSerializer,
@@ -24,11 +25,17 @@ from notifications.api.serializers import (
     WebhookEndpointSerializer,
     WebhookEndpointUpdateSerializer,
 )
-from notifications.feed import FeedFilter, entry_document, feed_page
+from notifications.feed import FeedFilter, feed_page
 from notifications.models import EmailPreference, WebhookEndpoint
 
 
 class FeedView(APIView):
+    """An async view on the outside (long_poll.async_view): a long-poll waits without a thread or a connection."""
+
+    @classmethod
+    def as_view(cls, **initkwargs):
+        return async_view(super().as_view(**initkwargs))
+
     @extend_schema(
         operation_id="events_feed",
         parameters=[FeedQuerySerializer],
@@ -68,10 +75,16 @@ class FeedView(APIView):
             task=str(params["task"]) if params.get("task") else None,
             instance=str(params["instance"]) if params.get("instance") else None,
         )
-        rows, next_after, more = feed_page(
-            user=request.user, where=where, after=params["after"], limit=params["limit"], wait=params["wait"]
-        )
-        return Response({"events": [entry_document(row) for row in rows], "next_after": next_after, "has_more": more})
+        rows, next_after, more = feed_page(user=request.user, where=where, after=params["after"], limit=params["limit"])
+        response = Response(page_document(rows, next_after, more))
+        if not rows and params["wait"] > 0:
+            # the wait itself is not here: the async wrapper holds it on the event loop (long_poll.py)
+            hold = Hold(
+                user=request.user, where=where, after=params["after"], limit=params["limit"], wait=params["wait"]
+            )
+            hold.claim()  # 429 when the caller holds their long-polls' share already
+            response.hold = hold
+        return response
 
 
 class WebhookEndpointViewSet(viewsets.GenericViewSet):
