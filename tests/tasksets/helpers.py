@@ -22,3 +22,20 @@ def post_set(client, body: Any, **headers):
 def materialize() -> int:
     """The reconcile pass's set step, alone (the whole pass would launch a host agent for `local`)."""
     return sets_materialize()
+
+
+def run_open_elements(*, exit_codes: dict[int, int] | None = None) -> int:
+    """Admit every PENDING element and let each one's program exit (0, or `exit_codes[index]`); how many ran."""
+    from tasks.models import Attempt, Task
+    from tasks.services.admission import connection_admit
+    from tests.builders import report
+
+    for connection_id in set(Task.objects.filter(state="PENDING").values_list("connection_id", flat=True)):
+        connection_admit(connection_id=connection_id)
+    ran = 0
+    for task in Task.objects.filter(state="SUBMITTING").select_related("set_element"):
+        attempt = Attempt.objects.get(task=task, number=task.attempts_count)
+        code = (exit_codes or {}).get(task.set_element.index, 0)
+        report(attempt, {"type": "started", "data": {"pid": 4242}}, {"type": "exited", "data": {"exit_code": code}})
+        ran += 1
+    return ran
