@@ -320,6 +320,11 @@ SPECTACULAR_SETTINGS = {
         "cloudpivot.openapi.add_error_responses",
     ],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two models have a `state` field: each its own enum by name.
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStateEnum": "tasks.choices.TaskState",
+        "TaskSetStateEnum": "tasksets.choices.TaskSetState",
+    },
     # Bodies are documented as JSON (and YAML where a view takes it); the form parsers serve the browsable API.
     "PARSER_WHITELIST": ["cloudpivot.parsers.BoundedJSONParser", "cloudpivot.parsers.YAMLParser"],
 }

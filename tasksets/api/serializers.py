@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -12,15 +13,21 @@ from tasksets.selectors import WAITING
 
 
 class TaskSetCreateSerializer(serializers.Serializer):
-    """The request as the schema states it; tasksets.specs.set_request_check and the templating check it."""
+    """A task set: one task document as the template, and either `count` or `items` (not both)."""
 
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     template = TaskSpecSerializer(help_text="The task document of every element; `{{name}}` is substituted.")
-    count = serializers.IntegerField(min_value=1, required=False, help_text="Elements 0 … count-1 (or items).")
+    count = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.TASK_SET_MAX_ELEMENTS,
+        required=False,
+        help_text="Elements 0 … count-1 (or items).",
+    )
     items = serializers.ListField(
         child=serializers.DictField(child=serializers.JSONField()),
         required=False,
         min_length=1,
+        max_length=settings.TASK_SET_MAX_ELEMENTS,
         help_text="One object of parameters per element (or count); each becomes the element's environment.",
     )
     max_running = serializers.IntegerField(

@@ -121,3 +121,11 @@ def test_same_idempotency_key_and_body_give_the_same_set(api, world):
     other = post_set(api("bob"), {**body, "count": 51}, HTTP_IDEMPOTENCY_KEY="sweep-1")
     assert other.status_code == 409 and other.json()["code"] == "idempotency_key_reused"
     assert TaskSet.objects.count() == 1
+
+
+def test_a_body_over_the_set_limit_is_a_413_before_it_is_read(api, world, settings):
+    settings.TASK_SET_MAX_BYTES = 1000
+    response = post_set(api("bob"), {"template": template(), "items": [{"shard": i} for i in range(200)]})
+    assert response.status_code == 413 and response.json()["code"] == "request_too_large"
+    assert "at most 1000 bytes" in response.json()["message"]
+    assert TaskSet.objects.count() == 0
