@@ -73,7 +73,8 @@ def taskset_retry_failed(*, set_id: Any, user: AbstractBaseUser) -> tuple[TaskSe
 
 
 def _lock(set_id: Any) -> TaskSet:
+    """The set's row locked (the lock the materializer takes), not its project's: admission locks projects."""
     try:
-        return TaskSet.objects.select_for_update().select_related("project").get(pk=set_id)
+        return TaskSet.objects.select_for_update(of=("self",)).select_related("project").get(pk=set_id)
     except TaskSet.DoesNotExist:
         raise NotFound(f"task set {set_id} not found") from None

@@ -65,7 +65,9 @@ def sets_due(last_pass: dt.datetime, now: dt.datetime) -> dt.datetime | None:
 def set_materialize(*, set_id) -> int:
     """One set's turn (the module's steps 1–4); how many elements were made or retried."""
     with transaction.atomic():
-        task_set = TaskSet.objects.select_for_update().select_related("owner", "project").get(pk=set_id)
+        # `items` (megabytes for a large set) is read only when elements are made, not on every pass's look.
+        locked = TaskSet.objects.select_for_update(of=("self",)).select_related("owner", "project").defer("items")
+        task_set = locked.get(pk=set_id)
         if task_set.state != TaskSetState.ACTIVE:
             return 0
         open_count, pending = _open_counts(task_set)
@@ -140,7 +142,7 @@ def _new_elements(task_set: TaskSet, room: int) -> int:
     indexes = range(first, min(task_set.total, first + room))
     made = 0
     for index in indexes:
-        params = task_set.items[index] if task_set.items is not None else None
+        params = task_set.items[index] if task_set.count is None else None
         document = element_document(
             task_set.template, index=index, params=params, project=task_set.project.slug, set_name=task_set.name
         )
