@@ -20,8 +20,9 @@ from tasks.specs import StrictSerializer
 class TaskSetRequestSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     template = serializers.JSONField()
-    count = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
-    items = serializers.JSONField(required=False, allow_null=True, default=None)
+    # Absent is None; an explicit null is refused, as the schema says (a number, or a list).
+    count = serializers.IntegerField(min_value=1, required=False, default=None)
+    items = serializers.JSONField(required=False, default=None)
     max_running = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def validate_template(self, value: Any) -> dict[str, Any]:

@@ -129,3 +129,10 @@ def test_a_body_over_the_set_limit_is_a_413_before_it_is_read(api, world, settin
     assert response.status_code == 413 and response.json()["code"] == "request_too_large"
     assert "at most 1000 bytes" in response.json()["message"]
     assert TaskSet.objects.count() == 0
+
+
+def test_count_or_items_given_as_null_is_refused_as_the_schema_says(api, world):
+    for body in ({"template": template(), "items": [{}], "count": None}, {"template": template(), "items": None}):
+        response = post_set(api("bob"), body)
+        assert response.status_code == 400, body
+    assert TaskSet.objects.count() == 0
