@@ -30,14 +30,15 @@ class DocumentError(ValueError):
         self.syntax, self.where, self.problem = syntax, where, problem or message
 
 
-def load_json(text: str) -> Any:
+def load_json(text: str, *, max_nodes: int = MAX_NODES) -> Any:
+    """JSON within the limits; `max_nodes` is raised by a body that holds many small values (a task set's items)."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise DocumentError(f"the document is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ValueError as exc:
         raise DocumentError(f"JSON parse error: {exc}", syntax=True, problem=str(exc)) from None
-    _check_value(value)
+    _check_value(value, max_nodes)
     return value
 
 
@@ -97,7 +98,7 @@ def _measure_yaml(root: yaml.Node) -> None:
     measure(root)
 
 
-def _check_value(value: Any) -> None:
+def _check_value(value: Any, max_nodes: int = MAX_NODES) -> None:
     """The same limits for an already parsed value (JSON has no aliases: its size is what was sent)."""
     stack, count = [(value, 1)], 0
     while stack:
@@ -105,8 +106,8 @@ def _check_value(value: Any) -> None:
         count += 1
         if depth > MAX_DEPTH:
             raise DocumentError(f"the document is nested too deeply (at most {MAX_DEPTH} levels)")
-        if count > MAX_NODES:
-            raise DocumentError(f"the document is too large (over {MAX_NODES} values)")
+        if count > max_nodes:
+            raise DocumentError(f"the document is too large (over {max_nodes} values)")
         if isinstance(item, dict):
             stack.extend((child, depth + 1) for pair in item.items() for child in pair)
         elif isinstance(item, list):

@@ -148,6 +148,8 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
 WRITE_ERRORS: list[tuple[str, str, tuple[int, ...]]] = [
     ("POST", r"^/api/v1/tasks/$", (403, 409, 422, 502, 503)),
     ("POST", r"^/api/v1/tasks/\{id\}/(cancel|retry|release-hold)/$", (403, 409)),
+    ("POST", r"^/api/v1/task-sets/$", (403, 409, 422, 502, 503)),
+    ("POST", r"^/api/v1/task-sets/\{id\}/(cancel|retry-failed)/$", (403, 409)),
     ("POST", r"^/api/v1/instances/$", (403, 409, 422, 502, 503)),
     ("POST", r"^/api/v1/instances/\{id\}/actions/$", (403, 409, 422, 502, 503)),
     ("GET", r"^/api/v1/instances/\{id\}/console/$", (409, 422, 502, 503)),

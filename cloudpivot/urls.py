@@ -23,6 +23,7 @@ api_v1 = [
     path("", include("resources.api.urls")),
     path("", include("notifications.api.urls")),
     path("", include("usage.api.urls")),
+    path("", include("tasksets.api.urls")),
 ]
 
 urlpatterns = [

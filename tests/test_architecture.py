@@ -38,6 +38,7 @@ LAYERS = {
     "resources": 3,
     "orphans": 4,
     "notifications": 4,  # the event feed and webhooks: copies of tasks' and resources' events
+    "tasksets": 4,  # task sets: many tasks as one object, made Tasks through the tasks services
     "runner_api": 4,
     "metrics": 4,  # clusters/metrics: sampling, charts and Prometheus figures of every app
     "usage": 5,  # usage accounting and budgets over tasks and resources; warnings through the feed
@@ -398,6 +399,7 @@ STATE_WRITERS = {
     "TaskState": "tasks.services.lifecycle",
     "AttemptState": "tasks.services.lifecycle",
     "OperationState": "resources.services.operations",
+    "TaskSetState": "tasksets.services.lifecycle",
 }
 BORN_BY = {"Operation": "resources.services.operations"}  # rows whose birth is a state too
 WRITING_CALLS = {"update", "create", "bulk_create", "get_or_create", "update_or_create"}

@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "resources",
     "orphans",
     "notifications",
+    "tasksets",
     "runner_api",
     "usage",
 ]
@@ -326,6 +327,11 @@ SPECTACULAR_SETTINGS = {
         "cloudpivot.openapi.add_error_responses",
     ],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two models have a `state` field: each its own enum by name.
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStateEnum": "tasks.choices.TaskState",
+        "TaskSetStateEnum": "tasksets.choices.TaskSetState",
+    },
     # Bodies are documented as JSON (and YAML where a view takes it); the form parsers serve the browsable API.
     "PARSER_WHITELIST": ["cloudpivot.parsers.BoundedJSONParser", "cloudpivot.parsers.YAMLParser"],
 }
@@ -392,6 +398,12 @@ STOP_GRACE_SECONDS = env.float("CLOUDPIVOT_STOP_GRACE_SECONDS", default=5.0)
 STOP_WINDOW_SECONDS = env.float("CLOUDPIVOT_STOP_WINDOW_SECONDS", default=15.0)
 LOG_MAX_BYTES_PER_TASK = env.int("CLOUDPIVOT_LOG_MAX_BYTES_PER_TASK", default=100 * 1024 * 1024)
 SPEC_MAX_BYTES = env.int("CLOUDPIVOT_SPEC_MAX_BYTES", default=256 * 1024)
+# Task sets (docs/sets.md): the most elements one set may have, and how many of a set's elements wait as PENDING
+# Tasks at most (made per reconcile pass as admission takes them); the rest wait in the set row alone.
+TASK_SET_MAX_ELEMENTS = env.int("CLOUDPIVOT_TASK_SET_MAX_ELEMENTS", default=100_000)
+TASK_SET_AHEAD = env.int("CLOUDPIVOT_TASK_SET_AHEAD", default=100)
+# A set body may hold many items: its own size limit, above the task document's.
+TASK_SET_MAX_BYTES = env.int("CLOUDPIVOT_TASK_SET_MAX_BYTES", default=16 * 1024 * 1024)
 # Identifies this installation in cloud labels/tags, so two installations never adopt each other's objects.
 INSTALLATION_ID = env.str("CLOUDPIVOT_INSTALLATION_ID", default="default")
 

@@ -22,6 +22,7 @@ import datetime as dt
 import logging
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import F, Min, Q
@@ -62,6 +63,10 @@ OBSERVE_AGENT_SECONDS = 2.0
 OBSERVE_UNKNOWN_SECONDS = 5.0
 # PENDING tasks that wait for quota are looked at again this often (freed quota also rings the doorbell).
 WAITING_SECONDS = 5.0
+# Steps of higher apps that the pass runs first (task sets make their next elements Tasks), handed in when Django
+# starts (register_pass_step): name → (the step, when it is next due).
+PassStepDue = Callable[[dt.datetime, dt.datetime], dt.datetime | None]
+_PASS_STEPS: dict[str, tuple[Callable[[], int], PassStepDue]] = {}
 # The ticker's pass waits this long at most for the connection batches it started (the rest go on).
 PASS_BUDGET_SECONDS = 1.0
 # A batch in the ticker takes no new start or cleanup after this long (the rest waits for its next batch).
@@ -76,6 +81,7 @@ def reconcile_pass(workers: ConnectionWorkers | None = None) -> dict[str, int]:
     one after the other and to the end (tests, one-off passes).
     """
     steps = {
+        **{name: step for name, (step, _due) in _PASS_STEPS.items()},
         "admitted": lambda: admit_all(agent_served_too=False),
         "agents": agents_launched,
         "retried": retries_due,
@@ -96,6 +102,16 @@ def reconcile_pass(workers: ConnectionWorkers | None = None) -> dict[str, int]:
         done.update(finished)
         done["busy"] = len(skipped)
     return {key: value for key, value in done.items() if value}
+
+
+def register_pass_step(name: str, *, step: Callable[[], int], due: PassStepDue) -> None:
+    """A step of a higher app that each pass runs before admission, so what it makes is admitted in the same pass.
+
+    `step()` does its work and returns how many things it did; `due(last_pass, now)` says cheaply when it next has
+    something to do (`now`: at once; None: not until a doorbell), and is asked with the pass's own deadlines.
+    Task sets hand theirs in (tasksets/apps.py): they make elements Tasks as room frees (docs/sets.md).
+    """
+    _PASS_STEPS[name] = (step, due)
 
 
 def connections_due(now: dt.datetime | None = None) -> list[int]:
@@ -336,6 +352,10 @@ def reconcile_due_at(*, last_pass: dt.datetime | None, now: dt.datetime | None =
     def every(seconds: float) -> None:
         due.append(last_pass + dt.timedelta(seconds=seconds))
 
+    for _step, step_due in _PASS_STEPS.values():
+        at = step_due(last_pass, now)
+        if at is not None:
+            due.append(at)
     pending = Task.objects.filter(state=TaskState.PENDING, connection__dispatch_enabled=True)
     if pending.exclude(backend=LOCAL).exclude(state_reason__startswith="waiting:").exists():
         return now

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -31,6 +32,9 @@ def cli(tmp_path) -> Cli:
         "XDG_CONFIG_HOME": str(home / ".config"),
         "CLOUDPIVOT_POLL_SECONDS": "0.2",
         "CLOUDPIVOT_RETRY_SECONDS": "60",
+        # The development install may be another checkout's (worktrees share one virtualenv): the CLI under test
+        # is this checkout's.
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "cli" / "src"),
     }
     return Cli(home, env)
 

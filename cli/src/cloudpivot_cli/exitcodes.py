@@ -1,7 +1,7 @@
 """The exit statuses of the cloudpivot command, one table for --help, docs/cli.md and the code.
 
 With --wait a task's own exit code passes through (0–79 and 128+ as the program gave it); the
-CLI's own outcomes use 80–89 so a script can tell "the program said 3" from "it was cancelled".
+CLI's own outcomes use 80–90 so a script can tell "the program said 3" from "it was cancelled".
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ NOT_FOUND = 86  # 404
 CONFLICT = 87  # 409: the request contradicts the current state (e.g. cancel of a finished task)
 UNAVAILABLE = 88  # the server did not answer (after retrying) or answered 5xx/429
 NOT_SUPPORTED = 89  # the server has no endpoint for this command
+SET_INCOMPLETE = 90  # with `set submit --wait`: the set finished, but not every element SUCCEEDED
 
 TABLE = [
     (OK, "success; with --wait: the task SUCCEEDED"),
@@ -35,6 +36,7 @@ TABLE = [
     (CONFLICT, "conflict with the current state (409), e.g. an Idempotency-Key reused with another spec"),
     (UNAVAILABLE, "the server could not be reached (after retrying) or failed (5xx, 429)"),
     (NOT_SUPPORTED, "the server has no API for this command (e.g. `cloud check`)"),
+    (SET_INCOMPLETE, "with `set submit --wait`: the set finished but some element did not succeed (81: cancelled)"),
 ]
 
 STATUS_CODES = {400: REFUSED, 413: REFUSED, 422: REFUSED, 401: AUTH, 403: AUTH, 404: NOT_FOUND, 409: CONFLICT}

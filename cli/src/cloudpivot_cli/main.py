@@ -7,7 +7,7 @@ import sys
 
 from cloudpivot_cli import __version__, exitcodes
 from cloudpivot_cli.client import ApiError
-from cloudpivot_cli.commands import clouds, contexts, events, instances, tasks, tokens
+from cloudpivot_cli.commands import clouds, contexts, events, instances, sets, tasks, tokens
 from cloudpivot_cli.completion import register as register_completion
 from cloudpivot_cli.config import ConfigError
 from cloudpivot_cli.parsing import UsageError, add_group
@@ -24,6 +24,7 @@ examples:
   cloudpivot login --url http://127.0.0.1:8000          # asks for the token
   cloudpivot task submit -f spec.yaml --wait --follow   # exits with the program's exit code
   cloudpivot task list --state RUNNING -o wide
+  cloudpivot set submit -f spec.yaml --items params.jsonl --wait
   cloudpivot task logs -f 3f2c…                         # follow a running task's log
   cloudpivot events -f                                  # every task and operation event as it comes
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     contexts.register(commands)
     tasks.register(add_group(commands, "task", "submit, list, follow, cancel and retry tasks", tasks.EXAMPLES))
+    sets.register(add_group(commands, "set", "task sets: many tasks from one template", sets.EXAMPLES))
     instances.register(
         add_group(commands, "instance", "persistent VMs: create, power actions, snapshots, delete", instances.EXAMPLES)
     )

@@ -1,0 +1,1 @@
+"""Task sets: many single tasks as one object (docs/sets.md)."""
