@@ -15,6 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from cloudpivot.accounts.audit import audit_system
 from cloudpivot.accounts.models import Project, Role
 from cloudpivot.accounts.selectors import project_role, role_at_least
 from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec
@@ -24,7 +25,6 @@ from orphans.listers import tagged_lister
 from orphans.listers.base import SERVER, CloudItem
 from orphans.models import FindingCategory, FindingState, OrphanFinding
 from orphans.report import Known, classify
-from resources.audit import audit_system
 from resources.choices import InstanceStatus, PowerState
 from resources.models import Instance
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from cloudpivot.accounts.audit import audit_system
 from clusters.models import CloudConnection
-from resources.audit import audit_system
 
 
 def connection_delete(*, connection: CloudConnection, actor) -> None:

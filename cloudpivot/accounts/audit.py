@@ -8,12 +8,20 @@ Runner reports are machine traffic with their own history (TaskEvents) and are l
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Callable
+from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.db import connection as db_connection
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
+from cloudpivot.accounts.audit_catalogue import catalogued as in_catalogue
 from cloudpivot.accounts.models import AuditEntry
 
 logger = logging.getLogger(__name__)
@@ -118,7 +126,7 @@ def audit_record(request: HttpRequest, response: HttpResponse) -> AuditEntry:
     if not object_ref and isinstance(data, dict) and isinstance(data.get("id"), str | int):
         object_ref = str(data["id"])
     entry = audit_entry(request, status_code=response.status_code, object_ref=object_ref)
-    entry.save(force_insert=True)
+    audit_save(entry)
     return entry
 
 
@@ -127,19 +135,94 @@ def audit_entry(request: HttpRequest, *, status_code: int, object_ref: str) -> A
     user = getattr(request, "user", None)
     authenticated = bool(user and user.is_authenticated)
     match = request.resolver_match
-    return AuditEntry(
-        actor=user if authenticated else None,
-        actor_name=user.get_username() if authenticated else "",
-        via="api" if request.path.startswith("/api/") else "admin" if request.path.startswith("/admin/") else "page",
-        action=(match.view_name if match else "")[:100],
-        method=request.method,
-        path=request.path[:500],
-        object_ref=object_ref[:200],
-        status_code=status_code,
-        outcome="ok" if status_code < 400 else "error" if status_code >= 500 else "refused",
-        remote_addr=request.META.get("REMOTE_ADDR") or None,
-        details=_details(request),
+    return catalogued(
+        AuditEntry(
+            actor=user if authenticated else None,
+            actor_name=user.get_username() if authenticated else "",
+            via="api"
+            if request.path.startswith("/api/")
+            else "admin"
+            if request.path.startswith("/admin/")
+            else "page",
+            action=(match.view_name if match else "")[:100],
+            method=request.method,
+            path=request.path[:500],
+            object_ref=object_ref[:200],
+            status_code=status_code,
+            outcome="ok" if status_code < 400 else "error" if status_code >= 500 else "refused",
+            remote_addr=request.META.get("REMOTE_ADDR") or None,
+            details=_details(request),
+        )
     )
+
+
+def audit_system(
+    *,
+    action: str,
+    object_ref: str,
+    details: dict[str, Any],
+    actor: Any = None,
+    via: str = "system",
+    outcome: str = "ok",
+) -> AuditEntry:
+    """An entry for what no request carries (DESIGN §7): a system step (a debug hold's end, a cloud refresh,
+    a snapshot prune), or an admin action's outcome on the cloud besides the request's own entry. Never secrets."""
+    entry = AuditEntry(
+        actor=actor,
+        actor_name=actor.get_username() if actor is not None else "cloudpivot",
+        via=via,
+        action=action[:100],
+        method="",
+        path="",
+        object_ref=object_ref[:200],
+        status_code=0,
+        outcome=outcome,
+        details=details,
+    )
+    return audit_save(catalogued(entry))
+
+
+def catalogued(entry: AuditEntry) -> AuditEntry:
+    """The entry, marked `uncatalogued` (and logged) when its action is not in the catalogue."""
+    if not in_catalogue(entry.action):
+        logger.error("the audit action %r is not in the catalogue (docs/audit.md)", entry.action)
+        entry.details = {**(entry.details or {}), "uncatalogued": True}
+    return entry
+
+
+def audit_save(entry: AuditEntry) -> AuditEntry:
+    """Write one entry; one the database does not take goes to the spill file (AUDIT_SPILL_FILE, counted in
+    /metrics, loaded back with `manage.py audit_spill --load`): never lost silently, never an error for the
+    change it records."""
+    try:
+        if db_connection.in_atomic_block:  # a savepoint: a failed INSERT must not spoil the caller's transaction
+            with transaction.atomic():
+                entry.save(force_insert=True)
+        else:
+            entry.save(force_insert=True)
+    except Exception:
+        logger.exception("could not write the audit entry %s for %s: spilled", entry.action, entry.object_ref)
+        audit_spill(entry)
+    return entry
+
+
+SPILLED_FIELDS = ("actor_name", "via", "action", "method", "path", "object_ref", "status_code", "outcome")
+
+
+def audit_spill(entry: AuditEntry) -> None:
+    line = {field: getattr(entry, field) for field in SPILLED_FIELDS}
+    line |= {
+        "actor_id": entry.actor_id,
+        "remote_addr": entry.remote_addr,
+        "details": entry.details,
+        "created_at": (entry.created_at or timezone.now()).isoformat(),
+    }
+    try:
+        descriptor = os.open(settings.AUDIT_SPILL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(descriptor, "a", encoding="utf-8") as spill:
+            spill.write(json.dumps(line, default=str) + "\n")
+    except OSError:
+        logger.critical("the audit entry could not be spilled either: %s", json.dumps(line, default=str))
 
 
 def _details(request: HttpRequest) -> dict:
@@ -148,3 +231,32 @@ def _details(request: HttpRequest) -> dict:
     if request.path.startswith("/admin/") and request.POST.get("action"):
         details["admin_action"] = request.POST.get("action")
     return details
+
+
+def spilled_audit_entries() -> int:
+    """Entries waiting in the spill file (0: none)."""
+    try:
+        with open(settings.AUDIT_SPILL_FILE, "rb") as spill:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: spill.read(1 << 16), b""))
+    except FileNotFoundError:
+        return 0
+
+
+def audit_spill_load() -> int:
+    """Write the spilled entries to the database and remove them from the spill file; how many were loaded.
+    The file is renamed first, so entries spilled meanwhile start a new file and are not lost."""
+    path = settings.AUDIT_SPILL_FILE
+    loading = path.with_name(path.name + f".loading-{os.getpid()}")
+    try:
+        os.rename(path, loading)
+    except FileNotFoundError:
+        return 0
+    spilled = [json.loads(text) for text in loading.read_text(encoding="utf-8").splitlines() if text.strip()]
+    with transaction.atomic():
+        for line in spilled:
+            made_at = line.pop("created_at", None)
+            entry = AuditEntry.objects.create(**line)  # auto_now_add: then set back to when it was made
+            if made_at:
+                AuditEntry.objects.filter(pk=entry.pk).update(created_at=made_at)
+    loading.unlink()
+    return len(spilled)

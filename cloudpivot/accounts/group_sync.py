@@ -17,6 +17,7 @@ from django.db import transaction
 from django.dispatch import receiver
 from django.http import HttpRequest
 
+from cloudpivot.accounts.audit import audit_save, catalogued
 from cloudpivot.accounts.group_map import GroupMapError, configured_group_map, granted_roles, mapped_projects
 from cloudpivot.accounts.models import AuditEntry, Membership, Project
 
@@ -82,7 +83,7 @@ def memberships_sync_from_groups(
 
 
 def _audit(request, user, action, project, before, after, groups, source) -> AuditEntry:
-    return AuditEntry.objects.create(
+    entry = AuditEntry(
         actor=user,
         actor_name=user.get_username(),
         via="login",
@@ -101,6 +102,7 @@ def _audit(request, user, action, project, before, after, groups, source) -> Aud
             "source": source,
         },
     )
+    return audit_save(catalogued(entry))
 
 
 @receiver(user_logged_in, dispatch_uid="cloudpivot-oidc-group-sync")

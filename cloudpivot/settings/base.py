@@ -412,6 +412,9 @@ INSTALLATION_ID = env.str("CLOUDPIVOT_INSTALLATION_ID", default="default")
 # Retention (cloudpivot/retention.py): archived to RETENTION_ARCHIVE_DIR, then deleted; 0 keeps for ever.
 RETENTION_TASK_DAYS = env.float("CLOUDPIVOT_RETENTION_TASK_DAYS", default=90)
 RETENTION_AUDIT_DAYS = env.float("CLOUDPIVOT_RETENTION_AUDIT_DAYS", default=365)
+# Audit entries the database did not take (docs/audit.md): counted in /metrics, loaded back with
+# `manage.py audit_spill --load`.
+AUDIT_SPILL_FILE = Path(env.str("CLOUDPIVOT_AUDIT_SPILL_FILE", default=str(VAR_DIR / "audit-spill.jsonl")))
 RETENTION_OPERATION_DAYS = env.float("CLOUDPIVOT_RETENTION_OPERATION_DAYS", default=365)
 RETENTION_BOOTSTRAP_SECRET_DAYS = env.float("CLOUDPIVOT_RETENTION_BOOTSTRAP_SECRET_DAYS", default=1)
 RETENTION_ARCHIVE_DIR = Path(env.str("CLOUDPIVOT_RETENTION_ARCHIVE_DIR", default=str(VAR_DIR / "archive")))

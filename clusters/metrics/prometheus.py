@@ -16,6 +16,7 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from cloudpivot.accounts.audit import spilled_audit_entries
 from clusters.choices import RAW, SubjectKind
 from clusters.metrics.figures import connection_figures, quota_figures
 from clusters.models import MetricSample
@@ -94,6 +95,11 @@ class PlatformCollector:
         if size is not None:
             yield GaugeMetricFamily("cloudpivot_jobs_queued", "Background jobs waiting in django-q2's queue.", size)
         yield GaugeMetricFamily("cloudpivot_jobs_failed", "Failed background jobs django-q2 keeps.", failures)
+        yield GaugeMetricFamily(
+            "cloudpivot_audit_spilled_entries",
+            "Audit entries the database did not take, waiting in the spill file (docs/audit.md).",
+            spilled_audit_entries(),
+        )
         yield from self._sampled(now)
 
     def _sampled(self, now: dt.datetime) -> Iterator[Metric]:

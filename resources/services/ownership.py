@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from cloudpivot.accounts.audit import audit_system
 from cloudpivot.accounts.models import Membership
 from cloudpivot.exceptions import InvalidSpec
-from resources.audit import audit_system
 from resources.models import Instance
 
 

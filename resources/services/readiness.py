@@ -28,7 +28,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from resources.audit import audit_system
+from cloudpivot.accounts.audit import audit_system
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, ServerView
 from resources.choices import Action, InstanceStatus

@@ -19,8 +19,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from cloudpivot.accounts.audit import audit_system
 from resources import dispatch
-from resources.audit import audit_system
 from resources.backends.base import BackendError, Unsupported
 from resources.choices import InstanceStatus, OperationState
 from resources.models import Operation

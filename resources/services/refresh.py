@@ -16,7 +16,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from resources.audit import audit_system
+from cloudpivot.accounts.audit import audit_system
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError, Unsupported
 from resources.choices import OPEN_OPERATION_STATES, Action, InstanceStatus, OperationState, PowerState

@@ -8,10 +8,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from cloudpivot.accounts.audit import audit_system
 from cloudpivot.accounts.models import Project, Quota
 from cloudpivot.accounts.quotas import quota_scope, quotas_for
 from clusters.models import CloudConnection
-from resources.audit import audit_system
 from resources.backends import get_instance_backend
 from resources.backends.base import BackendError
 from resources.choices import OPEN_OPERATION_STATES, Action, SnapshotStatus

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from resources.audit import audit_system
+from cloudpivot.accounts.audit import audit_system
 from resources.backends.base import VolumeView
 from resources.choices import OPEN_OPERATION_STATES, Action
 from resources.models import Instance, KeptVolume, Operation

@@ -21,7 +21,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from cloudpivot.accounts.models import AuditEntry
+from cloudpivot.accounts.audit import audit_system
 from cloudpivot.exceptions import Conflict
 from clusters.backends import backend_uses_runner
 from clusters.backends.local import LOCAL
@@ -147,15 +147,6 @@ def debug_hold_view(attempt: Attempt, now: dt.datetime | None = None) -> dict[st
 
 def _audit(action: str, attempt: Attempt, details: dict[str, Any], actor: AbstractBaseUser | None = None) -> None:
     """An audit entry for the system's own step (the release's request is audited by the middleware as well)."""
-    AuditEntry.objects.create(
-        actor=actor,
-        actor_name=actor.get_username() if actor is not None else "cloudpivot",
-        via="system",
-        action=action,
-        method="",
-        path="",
-        object_ref=attempt.external_name,
-        status_code=0,
-        outcome="ok",
-        details={"attempt": attempt.number, **details},
+    audit_system(
+        action=action, object_ref=attempt.external_name, details={"attempt": attempt.number, **details}, actor=actor
     )
