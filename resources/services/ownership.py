@@ -6,14 +6,22 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from cloudpivot.accounts.audit import audit_system
-from cloudpivot.accounts.models import Membership
+from cloudpivot.accounts.models import Membership, Role
 from cloudpivot.exceptions import InvalidSpec
 from resources.models import Instance
 
 
 def instance_owner_change(*, instance: Instance, new_owner: AbstractBaseUser, actor: AbstractBaseUser) -> Instance:
-    if not Membership.objects.filter(project_id=instance.project_id, user=new_owner).exists():
-        message = f"{new_owner} is not a member of project {instance.project.slug}"
+    """Only to someone who may act on it, as for tasks: a submitter or admin of its project (a reader may not)."""
+    role = Membership.objects.filter(project_id=instance.project_id, user=new_owner).values_list("role", flat=True)
+    role = role.first()
+    if role not in (Role.SUBMITTER, Role.ADMIN):
+        where = f"project {instance.project.slug}"
+        message = (
+            f"{new_owner} is a reader in {where}: hand it to a submitter or admin of {where}"
+            if role
+            else f"{new_owner} is not a member of {where}"
+        )
         raise InvalidSpec(message, errors=[{"field": "owner", "message": message}])
     with transaction.atomic():
         locked = Instance.objects.select_for_update().get(pk=instance.pk)

@@ -30,7 +30,7 @@ def test_admin_pages_show_the_rows_and_hand_an_instance_to_another_member(os_wor
         url,
         {
             "name": "vm1",
-            "new_owner": world.rita.pk,
+            "new_owner": world.alice.pk,
             "operations-TOTAL_FORMS": "1",
             "operations-INITIAL_FORMS": "1",
             "operations-MIN_NUM_FORMS": "0",
@@ -40,7 +40,7 @@ def test_admin_pages_show_the_rows_and_hand_an_instance_to_another_member(os_wor
         },
     )
     assert response.status_code == 302, response.content.decode()[-2000:]
-    assert Instance.objects.get(pk=operation.instance_id).owner == world.rita
+    assert Instance.objects.get(pk=operation.instance_id).owner == world.alice
     assert AuditEntry.objects.filter(action="resources:instance-owner-change", actor=staff).exists()
     assert client.post(f"/admin/resources/operation/{operation.pk}/delete/", {"post": "yes"}).status_code == 403
     assert Operation.objects.filter(pk=operation.pk).exists()

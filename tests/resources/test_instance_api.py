@@ -259,6 +259,8 @@ def test_owner_and_project_are_fixed_and_an_owner_change_goes_through_the_audite
     instance.refresh_from_db()
     with pytest.raises(InvalidSpec, match="charlie is not a member of project alpha"):
         instance_owner_change(instance=instance, new_owner=world.charlie, actor=world.alice)
+    with pytest.raises(InvalidSpec, match="rita is a reader in project alpha: hand it to a submitter or admin"):
+        instance_owner_change(instance=instance, new_owner=world.rita, actor=world.alice)
     instance_owner_change(instance=instance, new_owner=world.alice, actor=world.alice)
     assert Instance.objects.get(pk=instance.pk).owner == world.alice
     entry = AuditEntry.objects.get(action="resources:instance-owner-change")
