@@ -1,8 +1,10 @@
 """Usage read from what ran: core-hours, GPU-hours and memory-GB-hours per project, user and cloud.
 
 An attempt counts from the moment the cloud gave it resources as far as CloudPivot knows (its program
-started; else the Runner's first contact; else its cloud object's creation) until it finished (or now), times
-what it was given (tasks' normalized `resources`, which the submission filled in from the cloud: a Kubernetes
+started; else the Runner's first contact; else its cloud object's creation) until it finished (or now), or
+until its debug hold ended when its pod or VM was kept after a failure (it held them meanwhile), times what
+that attempt was given: the spec it ran with (a retry with changes changes the spec from its attempt on:
+tasks.services.spec_changes), whose `resources` the submission filled in from the cloud (a Kubernetes
 connection's default requests, an OpenStack flavor's size). An instance counts from its creation to its
 deletion, stopped or not: a stopped server keeps its flavor's place, as the clouds' own quotas count it.
 Everything is clipped to the period asked for.
@@ -22,7 +24,8 @@ from django.utils import timezone
 
 from cloudpivot.accounts.quotas import task_footprint
 from resources.models import Instance
-from tasks.models import Attempt
+from tasks.models import Attempt, Task, TaskEvent
+from tasks.services.spec_changes import specs_by_attempt
 
 HOUR = Decimal(3600)
 MONTH_FORMAT = "%Y-%m"
@@ -109,6 +112,9 @@ def spans(*, start: dt.datetime, end: dt.datetime, project_ids: list[int] | None
         .values_list(
             "began",
             "finished_at",
+            "hold_until",
+            "task_id",
+            "number",
             "task__normalized",
             "task__project__slug",
             "task__owner__username",
@@ -120,8 +126,13 @@ def spans(*, start: dt.datetime, end: dt.datetime, project_ids: list[int] | None
         attempts = attempts.filter(task__project_id__in=project_ids)
         instances = instances.filter(project_id__in=project_ids)
     found = []
-    for began, finished, normalized, project, user, cloud in attempts:
-        footprint = task_footprint(normalized or {})
+    rows = list(attempts)
+    changed = _specs_of_changed_tasks({row[3] for row in rows})
+    for began, finished, hold_until, task_id, number, normalized, project, user, cloud in rows:
+        footprint = task_footprint(changed.get(task_id, {}).get(number, normalized) or {})
+        ended = finished or now
+        if hold_until is not None:  # kept for debugging: held until the hold's end (a release sets it then)
+            ended = max(ended, min(hold_until, now))
         found.append(
             Span(
                 project,
@@ -132,7 +143,7 @@ def spans(*, start: dt.datetime, end: dt.datetime, project_ids: list[int] | None
                 footprint.memory_mb,
                 footprint.gpus,
                 began,
-                finished or now,
+                ended,
             )
         )
     for created, deleted, vcpus, memory_mb, project, user, cloud in instances.values_list(
@@ -140,6 +151,14 @@ def spans(*, start: dt.datetime, end: dt.datetime, project_ids: list[int] | None
     ):
         found.append(Span(project, user, cloud, "instance", Decimal(vcpus), memory_mb, 0, created, deleted or now))
     return found
+
+
+def _specs_of_changed_tasks(task_ids: set) -> dict[Any, dict[int, dict[str, Any]]]:
+    """task id → attempt number → the spec it ran, for the few tasks a retry with changes changed (found by
+    the events' (type, time) index, not by an IN list as long as the month's attempts)."""
+    events = TaskEvent.objects.filter(type="spec_changed").values_list("task_id", flat=True)
+    changed = set(events) & task_ids
+    return {task.pk: specs_by_attempt(task) for task in Task.objects.filter(pk__in=changed)}
 
 
 GROUPS = ("project", "user", "cloud")

@@ -145,3 +145,33 @@ def test_without_a_hard_stop_a_spent_budget_warns_and_holds_nothing(world):
         "project.budget_warning"
     ]
     assert ProjectBudget.objects.get(pk=budget.pk).held_reason == ""
+
+
+def test_each_attempt_is_priced_at_the_spec_it_ran_with_and_a_debug_hold_until_it_ends(world):
+    """A retry with changes made attempt 2 ask for 4 cores (attempt 1 had 1); attempt 2 failed and its pod
+    was kept for debugging 2 h more: it held its 4 cores until the hold's end."""
+    from tasks.models import TaskEvent
+
+    task = finished(world.bob, exit_code=3, retry_limit=1)  # attempt 1 failed; a retry is due
+    Task.objects.filter(pk=task.pk).update(
+        attempts_count=2, normalized=task.normalized | {"resources": {"cpu": 4, "memory_mb": 0, "gpu": 0}}
+    )
+    first = Attempt.objects.get(task=task)
+    Attempt.objects.filter(pk=first.pk).update(
+        program_started_at=NOV + dt.timedelta(hours=1), finished_at=NOV + dt.timedelta(hours=2)
+    )
+    Attempt.objects.create(
+        task=task, number=2, external_name=f"cp-{task.pk.hex}-2", runner_token_hash="h2", credential_nonce="n2",
+        program_started_at=NOV + dt.timedelta(hours=3), finished_at=NOV + dt.timedelta(hours=4),
+        hold_until=NOV + dt.timedelta(hours=6),
+    )  # fmt: skip
+    before = (task.normalized.get("resources") or {}).get("cpu", 1)
+    TaskEvent.objects.create(
+        task=task, seq=99, type="spec_changed", message="retry with changes",
+        data={"attempt": 2, "changes": [{"field": "resources.cpu", "from": before, "to": 4}]},
+    )  # fmt: skip
+    start, end = month_bounds("2026-11")
+    (row,) = usage_rows(start=start, end=end, project_ids=[world.alpha.pk])
+    # attempt 1: 1 h × its own cores; attempt 2: (1 h ran + 2 h held) × 4 cores
+    assert row["core_hours"] == Decimal(before) * 1 + 4 * 3
+    assert row["attempts"] == 2
