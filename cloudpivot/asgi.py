@@ -15,11 +15,12 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from cloudpivot.channel_layer import NAME_ENV  # noqa: E402
 from cloudpivot.handlers import RoutedASGIHandler  # noqa: E402
 from cloudpivot.routing import websocket_urlpatterns  # noqa: E402
+from cloudpivot.shedding import with_load_shedding  # noqa: E402
 from cloudpivot.unavailable import DatabaseUnavailableWebsocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": RoutedASGIHandler(),
+        "http": with_load_shedding(RoutedASGIHandler()),
         "websocket": DatabaseUnavailableWebsocket(
             AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

@@ -8,6 +8,7 @@ The statuses come from where the API raises them (cloudpivot.api's handler over 
 - 403, 409, 422 and 502 only on the operations listed in `WRITE_ERRORS` / `CLOUD_ERRORS`, which are
   those whose services raise them; 503 everywhere (the database away), `cloud_unavailable` only there.
 - 413 wherever a body is read (a body over the size limit is refused before it is parsed).
+- 503 `overloaded` everywhere (a web process over its bounds: cloudpivot/shedding.py).
 - 429 everywhere (a token over its rate; on the event feed also a user over their long-polls).
 """
 
@@ -122,14 +123,16 @@ ERROR_EXAMPLES: dict[int, tuple[str, dict[str, dict[str, Any]]]] = {
         {"cloud_refused": _error("cloud_refused", "the os-dev cloud refused the credentials while reading flavors")},
     ),
     503: (
-        "The cloud did not answer a read the request needed, or CloudPivot's database is away (any operation): "
-        "try again later; `Retry-After` says when for the database.",
+        "The cloud did not answer a read the request needed, CloudPivot's database is away, or the web process "
+        "is busy beyond its bounds (any operation; nothing was done): try again later; `Retry-After` says when "
+        "for the database and for a busy server.",
         {
             "cloud_unavailable": _error("cloud_unavailable", "the k3s-lab cloud did not answer: connection refused"),
             "database_unavailable": _error(
                 "database_unavailable",
                 "the database is not reachable at the moment; nothing was changed, try again shortly",
             ),
+            "overloaded": _error("overloaded", "the server is busy: try again in 2 s"),
         },
     ),
     507: (

@@ -393,6 +393,12 @@ RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", defa
 RUNNER_HEARTBEAT_DEADLINE_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_DEADLINE_SECONDS", default=60.0)
 # A gone Runner (or host agent) is started again at most this often per attempt; then the attempt FAILS.
 RUNNER_RELAUNCH_LIMIT = env.int("CLOUDPIVOT_RUNNER_RELAUNCH_LIMIT", default=3)
+# Overload is shed, not queued (cloudpivot/shedding.py, docs/operations.md): per web process, at most this many
+# requests at once (0: no bound), at most this many waiting for a place, each at most this long; beyond, 503
+# with Retry-After at once. The probes and the long-polls are not counted.
+WEB_MAX_IN_FLIGHT = env.int("CLOUDPIVOT_WEB_MAX_IN_FLIGHT", default=32)
+WEB_MAX_QUEUED = env.int("CLOUDPIVOT_WEB_MAX_QUEUED", default=64)
+WEB_QUEUE_WAIT_SECONDS = env.float("CLOUDPIVOT_WEB_QUEUE_WAIT_SECONDS", default=5.0)
 STOP_GRACE_SECONDS = env.float("CLOUDPIVOT_STOP_GRACE_SECONDS", default=5.0)
 # After a stop request, how long the Runner gets to stop the program before the backend stops it.
 STOP_WINDOW_SECONDS = env.float("CLOUDPIVOT_STOP_WINDOW_SECONDS", default=15.0)
