@@ -17,6 +17,9 @@ import httpx
 from cloudpivot_cli import __version__, exitcodes
 
 RETRY_STATUSES = {502, 503, 504}
+# Refusals that say nothing was done (a busy server, the database away, a token over its rate): any request may
+# be sent again after Retry-After, a POST without an Idempotency-Key too.
+NOTHING_DONE = {(503, "overloaded"), (503, "database_unavailable"), (429, "throttled"), (429, "too_many_long_polls")}
 
 
 class ApiError(Exception):
@@ -68,6 +71,20 @@ def error_from(response: httpx.Response) -> ApiError:
         f"{response.request.method} {response.request.url.path}: HTTP {response.status_code} {reason}",
         status=response.status_code,
     )
+
+
+def nothing_done(response: httpx.Response) -> bool:
+    return (response.status_code, error_from(response).code) in NOTHING_DONE
+
+
+def retry_after(response: httpx.Response) -> float:
+    """The seconds the server's Retry-After asks for (0: none, or not in seconds), at most a minute."""
+    value = response.headers.get("Retry-After", "").strip()
+    return min(float(value), 60.0) if value.isdigit() else 0.0
+
+
+def message_of(response: httpx.Response) -> str:
+    return error_from(response).message
 
 
 def body_of(response: httpx.Response) -> Any:
@@ -131,8 +148,14 @@ class Client:
             else:
                 if response.status_code < 400:
                     return response
-                if not (safe and response.status_code in RETRY_STATUSES and time.monotonic() + pause <= deadline):
+                retry = (safe and response.status_code in RETRY_STATUSES) or nothing_done(response)
+                later = retry_after(response)
+                if not (retry and time.monotonic() + max(pause, later) <= deadline):
                     raise error_from(response)
+                if later and not told:
+                    print(f"cloudpivot: {message_of(response)}; retrying in {later:g} s", file=sys.stderr)
+                    told = True
+                time.sleep(max(later - pause, 0))  # the server said when: never sooner
             time.sleep(pause)
             pause = min(pause * 2, 3.0)
 
