@@ -12,6 +12,7 @@ from channels.layers import get_channel_layer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from cloudpivot.body_limits import BodyLimit  # noqa: E402
 from cloudpivot.channel_layer import NAME_ENV  # noqa: E402
 from cloudpivot.handlers import RoutedASGIHandler  # noqa: E402
 from cloudpivot.routing import websocket_urlpatterns  # noqa: E402
@@ -20,7 +21,7 @@ from cloudpivot.unavailable import DatabaseUnavailableWebsocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": with_load_shedding(RoutedASGIHandler()),
+        "http": BodyLimit(with_load_shedding(RoutedASGIHandler())),
         "websocket": DatabaseUnavailableWebsocket(
             AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

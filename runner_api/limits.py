@@ -16,13 +16,12 @@ from django.http import HttpRequest, JsonResponse
 
 from cloudpivot.api import error_body
 
-DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
 BODYLESS_METHODS = {"GET", "HEAD", "OPTIONS", "DELETE"}
 
 
 def max_request_bytes() -> int:
     """`RUNNER_MAX_REQUEST_BYTES` (env `CLOUDPIVOT_RUNNER_MAX_REQUEST_BYTES`), 8 MiB by default."""
-    return int(getattr(settings, "RUNNER_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES))
+    return int(settings.RUNNER_MAX_REQUEST_BYTES)
 
 
 def request_size_refusal(request: HttpRequest) -> JsonResponse | None:

@@ -403,6 +403,8 @@ STOP_GRACE_SECONDS = env.float("CLOUDPIVOT_STOP_GRACE_SECONDS", default=5.0)
 # After a stop request, how long the Runner gets to stop the program before the backend stops it.
 STOP_WINDOW_SECONDS = env.float("CLOUDPIVOT_STOP_WINDOW_SECONDS", default=15.0)
 LOG_MAX_BYTES_PER_TASK = env.int("CLOUDPIVOT_LOG_MAX_BYTES_PER_TASK", default=100 * 1024 * 1024)
+# The largest Runner or host agent request body (runner_api/limits.py: a sync carries up to 4 MiB of log bytes).
+RUNNER_MAX_REQUEST_BYTES = env.int("CLOUDPIVOT_RUNNER_MAX_REQUEST_BYTES", default=8 * 1024 * 1024)
 SPEC_MAX_BYTES = env.int("CLOUDPIVOT_SPEC_MAX_BYTES", default=256 * 1024)
 # Task sets (docs/sets.md): the most elements one set may have, and how many of a set's elements wait as PENDING
 # Tasks at most (made per reconcile pass as admission takes them); the rest wait in the set row alone.
