@@ -30,6 +30,17 @@ def test_bootstrap_demo_is_idempotent_and_apitoken_prints_the_token_last(tmp_pat
     # The same admin, not a new one: its password is not printed again (docs/security.md).
     assert "password: " not in second.stdout and "the password was printed when it was made" in second.stdout
     assert second.stdout.splitlines()[-1].startswith("api token: cpt_")
+    plain = second.stdout.splitlines()[-1].removeprefix("api token: ")
+    kept = tmp_path / "admin-token"
+    assert kept.read_text() == plain and oct(kept.stat().st_mode & 0o777) == "0o600"
+    # A restart does not make (or print) another: the token stays the one made, which expires in 30 days.
+    third = manage(tmp_path, "bootstrap_demo", "--token")
+    assert plain not in third.stdout and third.stdout.splitlines()[-1] == (
+        f"api token: the one printed when it was made, kept in {kept} (readable by this user only)"
+    )
+    kept.unlink()  # lost: a new one is made, the old one revoked
+    fourth = manage(tmp_path, "bootstrap_demo", "--token")
+    assert fourth.stdout.splitlines()[-1].startswith("api token: cpt_") and plain not in fourth.stdout
 
     created = manage(tmp_path, "apitoken", "create", "admin", "--name", "ci")
     assert created.returncode == 0, created.stderr

@@ -2,7 +2,8 @@
 websockets; uvicorn, or Daphne with --server daphne) and the qcluster.
 
 With --bootstrap it first migrates, collects static files, creates the demo data and the
-schedules, and prints the URL, the login and a fresh API token once the server answers.
+schedules, and prints the URL, the login and the demo API token once the server answers (made and printed on
+the first start; later starts say where it is kept: bootstrap_demo).
 Ctrl-C (or SIGTERM) stops all processes, and so does the exit of any one child: each child leads a
 process group of its own, and the whole group is stopped (SIGTERM, a grace, SIGKILL; process_groups.py),
 so nothing a child started (the qcluster's workers) is left behind.

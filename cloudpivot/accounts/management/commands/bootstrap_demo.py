@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
 from cloudpivot.accounts.models import ApiToken, Membership, Project, Role
 from cloudpivot.accounts.services import api_token_create, api_token_revoke
+from cloudpivot.common import sha256_hex
 from clusters.choices import BackendKind
 from clusters.models import CloudConnection
 
 DEMO_TOKEN_NAME = "demo (make run)"
+DEMO_TOKEN_DAYS = 30
 
 
 class Command(BaseCommand):
@@ -25,7 +30,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--token",
             action="store_true",
-            help="Issue a fresh demo API token (revoking the previous one) and print it last.",
+            help=f"Make the demo API token (valid {DEMO_TOKEN_DAYS} days) and print it last, once: while it is "
+            "valid, later runs say where it is kept instead of making another.",
         )
 
     @transaction.atomic
@@ -52,7 +58,20 @@ class Command(BaseCommand):
             self.stdout.write(f"the password was printed when it was made; it is kept in {password_file}")
         self.stdout.write("project: demo; cloud: local")
         if token:
-            for old in ApiToken.objects.filter(user=user, name=DEMO_TOKEN_NAME, revoked_at__isnull=True):
-                api_token_revoke(token=old)
-            _, plain = api_token_create(user=user, name=DEMO_TOKEN_NAME)
-            self.stdout.write(f"api token: {plain}")
+            self.stdout.write(_demo_token(user, settings.VAR_DIR / f"{username}-token"))
+
+
+def _demo_token(user, kept) -> str:
+    """The demo token's line: a new one (printed once, kept 0600 beside the password) when none is valid; else
+    where the valid one is kept. Never a fresh token on every start, never one that does not expire."""
+    now = timezone.now()
+    valid = ApiToken.objects.filter(user=user, name=DEMO_TOKEN_NAME, revoked_at__isnull=True, expires_at__gt=now)
+    if kept.exists() and valid.filter(token_hash=sha256_hex(kept.read_text().strip())).exists():
+        return f"api token: the one printed when it was made, kept in {kept} (readable by this user only)"
+    for old in ApiToken.objects.filter(user=user, name=DEMO_TOKEN_NAME, revoked_at__isnull=True):
+        api_token_revoke(token=old)
+    _, plain = api_token_create(user=user, name=DEMO_TOKEN_NAME, expires_in=dt.timedelta(days=DEMO_TOKEN_DAYS))
+    kept.unlink(missing_ok=True)
+    with os.fdopen(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+        file.write(plain)
+    return f"api token: {plain}"
