@@ -60,6 +60,10 @@ class ApiToken(BaseModel):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The token this one was made with (POST /api/v1/tokens with a token): revoking that one revokes this one.
+    minted_with = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="minted", editable=False
+    )
 
     class Meta:
         ordering = ["user", "-created_at"]

@@ -44,15 +44,27 @@ def api_token_create(
             raise InvalidSpec(message, errors=[{"field": "expires_in_days", "message": message}])
     plain = ApiToken.PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name, token_hash=sha256_hex(plain), hint=plain[:10], expires_at=expires_at
+        user=user,
+        name=name,
+        token_hash=sha256_hex(plain),
+        hint=plain[:10],
+        expires_at=expires_at,
+        minted_with=minted_with,
     )
     return token, plain
 
 
 def api_token_revoke(*, token: ApiToken) -> ApiToken:
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at", "updated_at"])
+    """Revoke the token and every token made with it, and with those (a leaked token's offspring go with it).
+    Each is saved on its own: the authentication cache forgets each (post_save)."""
+    now = timezone.now()
+    generation = [token]
+    while generation:
+        for each in generation:
+            if each.revoked_at is None:
+                each.revoked_at = now
+                each.save(update_fields=["revoked_at", "updated_at"])
+        generation = list(ApiToken.objects.filter(minted_with__in=generation, revoked_at__isnull=True))
     return token
 
 

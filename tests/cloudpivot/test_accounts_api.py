@@ -106,6 +106,30 @@ def test_an_expiring_token_cannot_mint_a_token_that_outlives_it(world):
     assert ApiToken.objects.get(name="within").expires_at < short.expires_at
 
 
+def test_a_token_made_with_a_token_is_revoked_with_it_and_so_are_its_own(world):
+    from rest_framework.test import APIClient
+
+    from cloudpivot.accounts.services import api_token_create
+
+    def client_with(plain: str) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+        return client
+
+    parent, plain = api_token_create(user=world.bob, name="leaked")
+    child = client_with(plain).post("/api/v1/tokens", {"name": "child"}, format="json").json()
+    grandchild = client_with(child["token"]).post("/api/v1/tokens", {"name": "grandchild"}, format="json").json()
+    other, other_plain = api_token_create(user=world.bob, name="made in the portal")
+    assert client_with(grandchild["token"]).get("/api/v1/tasks").status_code == 200
+
+    assert client_with(other_plain).delete(f"/api/v1/tokens/{parent.pk}").status_code == 204
+    for made in (child, grandchild):
+        assert client_with(made["token"]).get("/api/v1/tasks").status_code == 401, made["name"]
+    revoked = set(ApiToken.objects.filter(revoked_at__isnull=False).values_list("name", flat=True))
+    assert revoked == {"leaked", "child", "grandchild"}
+    assert client_with(other_plain).get("/api/v1/tasks").status_code == 200
+
+
 def test_an_expired_token_is_refused_with_words(world):
     from rest_framework.test import APIClient
 
