@@ -189,7 +189,7 @@ class SyncAgentSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
     boot_id = serializers.CharField(max_length=64, allow_blank=True, required=False, default="")
     version = serializers.CharField(max_length=32, allow_blank=True, required=False, default="")
-    pid = serializers.IntegerField(required=False, allow_null=True, default=None)
+    pid = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0, max_value=MAX_INT)
 
 
 def stand_in_event(seq: int, kind: Any, problems: list[dict[str, str]]) -> dict[str, Any]:

@@ -335,7 +335,11 @@ def _apply_report(attempt: Attempt, report: dict[str, Any], chunks: list[LogChun
     return attempt
 
 
-_last_heartbeat: dict[tuple[str, int], tuple[float, frozenset[int]]] = {}
+# Per web process: when each caller's heartbeat was last written, keyed by who the credential says the caller is
+# (the host agent's name, or the VM Runner's attempt), never by a number the caller chose. Stale keys are
+# dropped once there are many: a caller whose key went is written once more, nothing else.
+_last_heartbeat: dict[str | int, tuple[float, frozenset[int]]] = {}
+HEARTBEAT_KEYS_KEPT = 10_000
 
 
 def _heartbeat(scope: SyncScope, agent: dict[str, Any], held: list[Attempt], alive: set[int] | None = None) -> None:
@@ -348,11 +352,15 @@ def _heartbeat(scope: SyncScope, agent: dict[str, Any], held: list[Attempt], ali
     if not held:
         return
     ids = frozenset(attempt.pk for attempt in held if not attempt.is_closed)
-    key = (scope.agent_name or "runner", int(agent.get("pid") or 0))
+    key = scope.agent_name or scope.attempt.pk
     now = time.monotonic()
     last = _last_heartbeat.get(key)
     if last and ids <= last[1] and now - last[0] < settings.RUNNER_HEARTBEAT_SECONDS:
         return
+    if len(_last_heartbeat) >= HEARTBEAT_KEYS_KEPT:
+        stale = now - settings.RUNNER_HEARTBEAT_SECONDS
+        for old in [k for k, (at, _) in _last_heartbeat.items() if at < stale]:
+            del _last_heartbeat[old]
     _last_heartbeat[key] = (now, ids)
     if missing := ids - (alive or set()):
         Attempt.objects.filter(pk__in=missing).update(

@@ -246,3 +246,23 @@ def test_a_ring_between_two_long_polls_needs_no_poke(agent, world, monkeypatch):
     assert realtime.ring_agents() is True
     monkeypatch.setattr(realtime, "_long_poll_answered_at", time.monotonic() - realtime.AGENT_RETURNS_SECONDS)
     assert realtime.ring_agents() is False
+
+
+def test_an_agents_pid_is_bounded_and_two_vm_runners_with_one_pid_each_have_their_heartbeat(agent, world):
+    """Per-process state is keyed by the credential's identity (the attempt), never by a pid the caller chose."""
+    body = {"protocol": 2, "agent": {"name": agent.agent_name, "pid": 2**40}, "known": [], "attempts": [], "wait": 0}
+    refused = agent.post("/runner/v2/sync", body, format="json")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "agent.pid"
+
+    runners = []
+    for _ in range(2):
+        attempt = admitted(world)
+        client = APIClient()
+        token = credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        runners.append((attempt, client))
+    for attempt, client in runners:  # both report pid 4242, one right after the other
+        assert sync(client, known=[attempt.external_name]).status_code == 200
+    for attempt, _ in runners:
+        attempt.refresh_from_db()
+        assert attempt.last_heartbeat_at is not None and attempt.runner_pid == 4242, attempt.external_name
