@@ -26,7 +26,7 @@ from tasks.services.lifecycle import (
     task_events_appended,
     task_transition,
 )
-from tasks.services.secret_delivery import assignment_secrets
+from tasks.services.secret_delivery import assignment_secrets, report_mask
 from tasks.stop_grace import stop_grace_seconds
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
@@ -136,7 +136,7 @@ def runner_events_apply_locked(*, task: Task, attempt: Attempt, events: list[dic
 def runner_progress_event(task: Task, attempt: Attempt, event: dict[str, Any]) -> TaskEvent:
     """A progress report as the next public event of the locked task, in memory: a run of them is stored
     with one INSERT and one UPDATE of the task's seq counter (_progress_save), not two queries each."""
-    data = event.get("data") or {}
+    data = report_mask(task, event.get("data") or {})
     task.last_event_seq += 1
     return TaskEvent(
         task=task,
@@ -159,6 +159,8 @@ def _progress_save(task: Task, progress: list[TaskEvent]) -> None:
 
 def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
     kind, data = event["type"], event.get("data") or {}
+    if kind in ("result", "exited", "lost"):  # words the program or its host chose: the task's secrets masked
+        data = report_mask(task, data)
     when = parse_datetime(event.get("time") or "") or timezone.now()
     if kind == "started":
         attempt.program_started_at = when

@@ -75,6 +75,29 @@ def log_mask_across(tail: bytes, data: bytes, values: list[bytes]) -> tuple[byte
     return bytes(joined[: len(tail)]), bytes(joined[len(tail) :])
 
 
+def report_mask(task: Task, value: Any) -> Any:
+    """A Runner report's words (a progress message, a result's summary and refs, an exit or loss reason) with
+    the task's secret values masked as in its log: a program may print a secret anywhere it reports. The values
+    are read once per task object (a batch of reports decrypts them once)."""
+    if not task_secret_refs(task):
+        return value
+    if not hasattr(task, "_report_mask_values"):
+        task._report_mask_values = [v.decode() for v in log_mask_values(task)]
+    return _masked(value, task._report_mask_values)
+
+
+def _masked(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, MASK.decode()[: len(secret)])
+        return value
+    if isinstance(value, list):
+        return [_masked(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {key: _masked(item, secrets) for key, item in value.items()}
+    return value
+
+
 def log_mask(data: bytes, values: list[bytes]) -> bytes:
     """`data` with every occurrence of the values replaced by `***` (never longer than what it replaces).
 

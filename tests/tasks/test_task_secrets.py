@@ -145,3 +145,39 @@ def test_cloning_a_task_with_secrets_fills_the_secrets_field_with_the_references
     response = client.post("/tasks/new", data | {"mode": "form", "form-name": "the clone"})
     assert response.status_code == 302
     assert Task.objects.get(name="the clone").normalized["secrets"] == refs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_secret_in_a_progress_message_a_result_or_an_exit_reason_is_masked_too(world):
+    """What a program reports besides its log (through the Runner API, as a Runner sends it) is masked alike."""
+    from django.db import transaction
+    from rest_framework.test import APIClient
+
+    from cloudpivot import credentials
+    from tasks.services.attempts import attempt_create
+    from tasks.services.lifecycle import task_lock
+
+    _secret(world)
+    task, _ = task_submit(user=world.bob, document=hello_spec(secrets=[{"name": "db-password", "env": "P"}]))
+    with transaction.atomic():
+        attempt = attempt_create(task=task_lock(task.pk), reason="test")
+    runner = APIClient()
+    token = credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
+    runner.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    def ev(seq, type, **data):
+        return {"seq": seq, "type": type, "time": "2026-12-07T12:00:00Z", "data": data}
+
+    events = [
+        ev(1, "started", pid=7),
+        ev(2, "progress", message=f"connected with {VALUE}", fraction=0.5),
+        ev(3, "result", summary={"dsn": f"postgres://u:{VALUE}@db", "n": 3}, refs=[f"s3://b/{VALUE}"]),
+        ev(4, "exited", exit_code=1, signal=None, reason=f"login as {VALUE} refused"),
+    ]
+    assert runner.post("/runner/v1/events", {"events": events}, format="json").status_code == 200
+    task.refresh_from_db()
+    stored = json.dumps([task.result, task.state_reason, list(task.events.values("message", "data"))], default=str)
+    assert VALUE not in stored, stored
+    assert task.result == {"summary": {"dsn": "postgres://u:***@db", "n": 3}, "refs": ["s3://b/***"]}
+    assert task.events.get(type="progress").message == "connected with ***"
+    assert task.state == "FAILED" and "login as *** refused" in task.state_reason
