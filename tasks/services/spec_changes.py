@@ -16,7 +16,7 @@ from cloudpivot.accounts.project_secrets import secret_references_check
 from cloudpivot.exceptions import InvalidSpec
 from clusters.task_checks import task_spec_check
 from tasks.models import Task
-from tasks.specs import spec_normalize
+from tasks.specs import TaskSpecSerializer, spec_normalize
 
 FIXED = ("cloud", "project")
 MAX_CHANGES = 20
@@ -28,7 +28,10 @@ def spec_apply_changes(*, task: Task, changes: Any) -> tuple[dict[str, Any], lis
         raise _invalid("changes", 'must be an object of field paths and values, e.g. {"resources.memory_mb": 512}')
     if len(changes) > MAX_CHANGES:
         raise _invalid("changes", f"at most {MAX_CHANGES} changes at a time")
-    document = copy.deepcopy(task.normalized)
+    # The document's own fields only: what the cloud's checks pinned (an OpenStack image's id) is pinned again
+    # by the same checks below, for the image the changed document names.
+    known = TaskSpecSerializer().fields
+    document = {key: copy.deepcopy(value) for key, value in task.normalized.items() if key in known}
     for path, value in changes.items():
         if not isinstance(path, str) or not path or path.split(".")[0] in FIXED:
             raise _invalid(str(path), "a retry runs on the task's own cloud and project; submit a new task instead")
