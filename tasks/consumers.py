@@ -277,8 +277,7 @@ class DashboardConsumer(FollowingConsumer):
             return
         self.user = user
         since = parse_qs(self.scope.get("query_string", b"").decode("latin1")).get("since") or [""]
-        parsed = parse_datetime(since[0].replace(" ", "+")) if since[0] else None
-        self.since = parsed if parsed and timezone.is_aware(parsed) else timezone.now()
+        self.since = dashboard_since(since[0])
         self.sent: dict[str, int] = {}
         self.rung: set[str] = set()
         projects = await database_sync_to_async(self._project_ids)()
@@ -338,3 +337,19 @@ class DashboardConsumer(FollowingConsumer):
                 }
             )
         return out
+
+
+SINCE_AT_MOST = dt.timedelta(days=1)
+
+
+def dashboard_since(raw: str) -> dt.datetime:
+    """The page's `since`, within limits: not a date, not zoned or not a real one (2026-13-45) is now; one in
+    the future is now; one older than a day is a day ago (the page reloads to catch up further)."""
+    now = timezone.now()
+    try:
+        parsed = parse_datetime(raw[:64].replace(" ", "+")) if raw else None
+    except ValueError:
+        parsed = None
+    if parsed is None or not timezone.is_aware(parsed):
+        return now
+    return min(max(parsed, now - SINCE_AT_MOST), now)

@@ -137,16 +137,31 @@ def _act(request: HttpRequest, task_id: Any, action: str) -> HttpResponse:
     return redirect("tasks:task_detail", task_id=task.pk)
 
 
+RETRY_FIELD_MAX, RETRY_VALUE_MAX = 200, 10_000
+
+
 def _retry_changes(request: HttpRequest) -> dict[str, Any] | None:
-    """The suggestion form's change (`field`, `value`), the value read as JSON where it is (512 → a number)."""
+    """The suggestion form's change (`field`, `value`), the value read as JSON where it is (512 → a number);
+    within limits: a long field or value, NaN or Infinity, JSON nested beyond what Python parses are refused
+    in words (InvalidSpec), never a 500."""
     field = request.POST.get("field", "").strip()
     if not field:
         return None
     value = request.POST.get("value", "").strip()
+    if len(field) > RETRY_FIELD_MAX or len(value) > RETRY_VALUE_MAX:
+        message = f"a change's field is at most {RETRY_FIELD_MAX} characters and its value {RETRY_VALUE_MAX}"
+        raise InvalidSpec(message, errors=[{"field": "changes", "message": message}])
     try:
-        return {field: json.loads(value)}
+        return {field: json.loads(value, parse_constant=_no_constant)}
+    except RecursionError:
+        message = "the value is nested too deeply"
+        raise InvalidSpec(message, errors=[{"field": field, "message": message}]) from None
     except ValueError:
         return {field: value}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a value a task document takes")
 
 
 @login_required

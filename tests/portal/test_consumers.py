@@ -6,6 +6,7 @@ doorbell or by the consumer's own polling; a reconnect resumes without gaps or d
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import uuid
 
@@ -282,3 +283,18 @@ async def test_the_dashboard_doorbell_is_enough_without_polling(world, monkeypat
     await db(task_cancel)(task_id=task.pk, user=world.bob)
     await collect(comm, lambda ms: any(m["state"] == "CANCELLED" for m in ms), timeout=5)
     await comm.disconnect()
+
+
+@pytest.mark.parametrize(
+    "since", ["2026-13-45T00:00:00%2B00:00", "0001-01-01T00:00:00%2B00:00", "9999-12-31T23:59:59%2B00:00", "x" * 5000]
+)
+async def test_a_since_out_of_range_or_not_a_date_is_taken_within_limits_and_the_socket_opens(world, since):
+    from tasks.consumers import SINCE_AT_MOST, dashboard_since
+
+    comm = communicator(f"/ws/dashboard/?since={since}", world.bob)
+    connected, _ = await comm.connect(timeout=5)
+    assert connected
+    await comm.disconnect()
+    now = timezone.now()
+    taken = dashboard_since(since.replace("%2B", "+"))
+    assert now - SINCE_AT_MOST - dt.timedelta(seconds=5) <= taken <= now + dt.timedelta(seconds=1)

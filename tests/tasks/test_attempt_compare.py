@@ -242,3 +242,20 @@ def test_the_pages_offer_the_change_to_whoever_may_retry_and_refuse_a_bad_value_
     task.refresh_from_db()
     assert task.state == "PENDING" and task.timeout_seconds == 10
     assert pages("rita").get(f"/tasks/{task.pk}/compare/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("timeout_seconds", "[" * 100_000 + "]" * 100_000, "at most 200 characters and its value 10000"),
+        ("timeout_seconds", "[" * 5_000 + "]" * 5_000, "nested too deeply"),
+        ("timeout_seconds", "NaN", "timeout_seconds"),
+        ("x" * 300, "1", "at most 200 characters"),
+    ],
+)
+def test_the_pages_retry_form_takes_hostile_input_within_limits_never_a_500(world, pages, field, value, words):
+    task = timed_out(world.bob)
+    answer = pages("bob").post(f"/tasks/{task.pk}/retry/", {"field": field, "value": value}, follow=True)
+    assert answer.status_code == 200 and words in answer.content.decode()
+    task.refresh_from_db()
+    assert task.state == "TIMED_OUT" and task.timeout_seconds == 5
