@@ -100,12 +100,28 @@ def _detail_context(request: HttpRequest, task: Task) -> dict[str, Any]:
 def task_detail(request: HttpRequest, task_id: Any) -> HttpResponse:
     task = _task_or_404(request, task_id)
     attempt = portal.latest_attempt(task)
+    events, earlier = _timeline(task, _int_param(request, "before"))
     context = _detail_context(request, task) | {
-        "events": list(task.events.order_by("seq")),
+        "events": events,
+        "earlier_events": earlier,
         "log": portal.log_tail(task=task, attempt=attempt),
         "commands": portal.copy_commands(task=task, base_url=request.build_absolute_uri("/").rstrip("/")),
     }
     return render(request, "tasks/task_detail.html", context)
+
+
+TIMELINE_PAGE = 200
+
+
+def _timeline(task: Task, before: int | None) -> tuple[list, int]:
+    """The newest TIMELINE_PAGE events (or those before seq `before`), oldest first, and how many are earlier:
+    a task with a chatty program has thousands, and the page must not read them all."""
+    rows = task.events.order_by("-seq")
+    if before is not None:
+        rows = rows.filter(seq__lt=before)
+    page = list(rows[:TIMELINE_PAGE])[::-1]
+    earlier = page[0].seq - 1 if page and len(page) == TIMELINE_PAGE else 0
+    return page, earlier
 
 
 @login_required
