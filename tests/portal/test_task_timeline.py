@@ -19,7 +19,7 @@ def test_the_page_shows_the_newest_events_and_links_to_the_earlier_ones(pages, w
     type(task).objects.filter(pk=task.pk).update(last_event_seq=first + 500)
     text = pages("bob").get(f"/tasks/{task.pk}/").content.decode()
     assert "step 500" in text and "step 301" in text and "step 300<" not in text
-    assert text.count('<li data-seq=') == 200
+    assert text.count("<li data-seq=") == 200
     assert f"{first + 300} earlier events not shown" in text and f'href="?before={first + 301}' in text
     older = pages("bob").get(f"/tasks/{task.pk}/?before={first + 301}").content.decode()
     assert "step 300<" in older and "step 101<" in older and "step 301<" not in older
