@@ -16,6 +16,10 @@ sync reaches the pages' websockets in the first: what Redis does in the scale-ou
 without a server. A ring is a hint (the listeners re-read the database), so a datagram that cannot be
 sent (no such socket yet, a full queue) is dropped. Without the variables it reaches this process only,
 as the in-memory layer always did.
+
+An abstract socket's name is no secret on the host, so a datagram is taken only from a process of the user
+CloudPivot runs as (the kernel's SCM_CREDENTIALS, not what the sender says), and only rings of the kinds
+cloudpivot/realtime.py sends (RING_TYPES); anything else is dropped and counted in the log at debug level.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import logging
 import os
 import socket
+import struct
 import threading
 from typing import Any
 
@@ -38,6 +43,9 @@ NAME_ENV = "CLOUDPIVOT_LAYER_NAME"  # this web process's own name (it listens th
 DATAGRAM_BYTES = 60_000  # rings are batched into datagrams up to this size (the kernel's limit is ~200 KB)
 
 Ring = tuple[str, dict[str, Any]]
+# What cloudpivot/realtime.py rings; nothing else is delivered from another process.
+RING_TYPES = frozenset({"task.changed", "task.logs", "feed.new", "agent.doorbell", "reconcile.doorbell"})
+_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 def relay_address(name: str) -> bytes:
@@ -139,6 +147,7 @@ class InProcessChannelLayer(InMemoryChannelLayer):
     def _listen(self) -> None:
         """Bind this process's relay name and deliver what the peers send, from a daemon thread."""
         receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the kernel says who sent each datagram
         try:
             receiver.bind(relay_address(self.name))
         except OSError as exc:
@@ -151,14 +160,29 @@ class InProcessChannelLayer(InMemoryChannelLayer):
         thread.start()
 
     def _receive(self, receiver: socket.socket) -> None:
+        me = os.getuid()
         while True:
             try:
-                datagram = receiver.recv(1 << 20)
-                messages = [(str(group), dict(message)) for group, message in json.loads(datagram)]
-            except (ValueError, TypeError) as exc:  # not ours: a socket name is no secret on this host
-                logger.debug("channel layer relay: a datagram that is not rings (%s)", exc)
-                continue
+                datagram, ancillary, _, _ = receiver.recvmsg(1 << 20, socket.CMSG_SPACE(_CREDENTIALS.size))
             except OSError:
                 return
+            sender = relay_sender_uid(ancillary)
+            if sender != me:
+                logger.debug("channel layer relay: a datagram from uid %s dropped (not CloudPivot's)", sender)
+                continue
+            try:
+                messages = [(str(group), dict(message)) for group, message in json.loads(datagram)]
+            except (ValueError, TypeError) as exc:
+                logger.debug("channel layer relay: a datagram that is not rings (%s)", exc)
+                continue
+            messages = [(group, message) for group, message in messages if message.get("type") in RING_TYPES]
             if os.getpid() == self.pid:
                 self.send_threadsafe(messages, relay=False)
+
+
+def relay_sender_uid(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The sending process's uid, as the kernel attached it (None: no credentials came with the datagram)."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= _CREDENTIALS.size:
+            return _CREDENTIALS.unpack(data[: _CREDENTIALS.size])[1]
+    return None

@@ -101,3 +101,28 @@ async def test_with_peers_a_submit_rings_the_agents_process_and_pokes_nobody(mon
     assert await asyncio.wait_for(agents_process.receive(channel), timeout=5) == {"type": "agent.doorbell"}
     here.peers = []  # without the relay (a single process): nobody listens here, the caller must poke
     assert not realtime.ring_agents()
+
+
+async def test_only_rings_of_known_kinds_from_cloudpivots_own_user_are_delivered(monkeypatch, tmp_path):
+    """An abstract socket's name is no secret on the host: another user's datagram, or a message of a kind
+    CloudPivot never rings, reaches no listener (issue 34)."""
+    import socket
+
+    (name,) = names(1)
+    layer = layer_named(monkeypatch, name, [name])
+    channel = await listening(layer, "task.r3")
+    address = b"\0" + name.encode()
+    forged = b'[["task.r3", {"type": "task.changed", "task_id": "r3", "seq": 66}]]'
+    program = f"import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto({forged!r}, {address!r})"
+    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", program],
+                   check=True, timeout=30, cwd=tmp_path)  # fmt: skip
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.sendto(b'[["task.r3", {"type": "websocket.send", "text": "hello"}]]', address)
+        sock.sendto(b'[["task.r3", {"type": "task.changed", "task_id": "r3", "seq": 1}]]', address)
+    assert await asyncio.wait_for(layer.receive(channel), timeout=5) == {
+        "type": "task.changed",
+        "task_id": "r3",
+        "seq": 1,
+    }
+    await asyncio.sleep(0.3)
+    assert channel not in layer.channels or layer.channels[channel].empty()  # nothing else came through
