@@ -1,4 +1,6 @@
-"""allauth adapters: local signup follows CLOUDPIVOT_LOCAL_ACCOUNTS; a provider's first login always signs up.
+"""allauth adapters: local signup follows CLOUDPIVOT_LOCAL_ACCOUNTS and CLOUDPIVOT_SIGNUP_OPEN; so does a first
+login through a public provider (GitHub, GitLab, Gitea: anyone has an account there), while a first login
+through the organisation's own OpenID Connect provider always signs up (its users are the organisation's).
 
 A new user joins no project here: an admin adds them, or the OIDC group map does at login
 (cloudpivot/accounts/group_sync.py).
@@ -24,7 +26,12 @@ class AccountAdapter(DefaultAccountAdapter):
             super().send_password_reset_mail(user, email, context)
 
 
+PUBLIC_PROVIDERS = frozenset({"github", "gitlab", "gitea"})
+
+
 class SocialAccountAdapter(DefaultSocialAccountAdapter):
     def is_open_for_signup(self, request, sociallogin) -> bool:
         # allauth's default asks the account adapter, which would close provider signups with local accounts.
+        if sociallogin.account.provider in PUBLIC_PROVIDERS:
+            return bool(getattr(settings, "CLOUDPIVOT_SIGNUP_OPEN", True))
         return True

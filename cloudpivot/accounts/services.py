@@ -96,15 +96,20 @@ def _refuse_losing_last_admin(membership: Membership) -> None:
 
 
 def membership_add(*, actor: AbstractBaseUser, project: Project, username: str, role: str) -> Membership:
-    """Add a user (by username or email) to the project. Only its admins (and platform staff) may."""
+    """Add a user (by username, or by an email address they verified) to the project. Only its admins (and
+    platform staff) may. An address someone typed into their profile without verifying it finds nobody: it
+    could be anyone's."""
     require_project_admin(actor=actor, project=project)
     role = _role(role)
     username = username.strip()
-    users = get_user_model().objects.filter(Q(username__iexact=username) | Q(email__iexact=username), is_active=True)
+    verified = Q(emailaddress__email__iexact=username, emailaddress__verified=True)
+    users = get_user_model().objects.filter(Q(username__iexact=username) | verified, is_active=True).distinct()
     matches = list(users[:2]) if username else []
     if len(matches) != 1:
         words = "no" if not matches else "more than one"
-        message = f"{words} active user with the username or email '{username}'" if username else "name a user"
+        message = (
+            f"{words} active user with the username or verified email '{username}'" if username else "name a user"
+        )
         raise InvalidSpec(message, errors=[{"field": "username", "message": message}])
     user = matches[0]
     with transaction.atomic():

@@ -81,7 +81,9 @@ def test_a_project_admin_adds_a_member_who_then_sees_the_project(open_page, worl
 
     page.get_by_label("Username or email").fill("nobody")
     page.get_by_role("button", name="Add member").click()
-    expect(page.locator("#id_username_errors")).to_contain_text("no active user with the username or email 'nobody'")
+    expect(page.locator("#id_username_errors")).to_contain_text(
+        "no active user with the username or verified email 'nobody'"
+    )
 
     page.get_by_label("Username or email").fill("charlie")
     page.get_by_label("Role", exact=True).select_option("reader")

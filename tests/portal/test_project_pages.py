@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 
 from cloudpivot.accounts.models import AuditEntry, Membership, Quota, Role
@@ -87,6 +88,7 @@ def test_an_admin_adds_a_member_by_username_or_email(pages, world):
     response = alice.post("/projects/alpha/members/", {"username": "charlie", "role": "reader"})
     assert response.status_code == 302 and response["Location"] == "/projects/alpha/"
     dana = get_user_model().objects.create_user("dana", "Dana@Example.org", "pw-dana")
+    EmailAddress.objects.create(user=dana, email="Dana@Example.org", verified=True, primary=True)
     assert alice.post("/projects/alpha/members/", {"username": "dana@example.org", "role": "admin"}).status_code == 302
     added = {"charlie": "reader", "dana": "admin"}
     assert roles(world) == {"alice": "admin", "bob": "submitter", "rita": "reader", **added}
@@ -97,10 +99,18 @@ def test_an_admin_adds_a_member_by_username_or_email(pages, world):
     assert [(a.actor_name, a.via, a.object_ref, a.outcome) for a in audit] == [("alice", "page", "alpha", "ok")] * 2
 
 
+def test_an_email_nobody_verified_finds_nobody(pages, world):
+    """An address someone typed into their profile could be anyone's: adding by email takes verified ones only."""
+    get_user_model().objects.create_user("mallory", "dana@example.org", "pw-mallory")  # typed, never verified
+    refused = pages("alice").post("/projects/alpha/members/", {"username": "dana@example.org", "role": "admin"})
+    assert refused.status_code == 400 and b"no active user with the username or verified email" in refused.content
+    assert "mallory" not in roles(world)
+
+
 @pytest.mark.parametrize(
     ("data", "field", "words", "status"),
     [
-        ({"username": "nobody", "role": "reader"}, "username", "no active user with the username or email", 400),
+        ({"username": "nobody", "role": "reader"}, "username", "no active user with the username or verified", 400),
         ({"username": "bob", "role": "reader"}, "username", "bob is already a member of alpha", 409),
         ({"username": "", "role": "reader"}, "username", "This field is required.", 400),
         ({"username": "charlie", "role": "boss"}, "role", "Select a valid choice", 400),
