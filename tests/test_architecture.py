@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
@@ -505,3 +506,34 @@ def test_the_checker_finds_a_cycle_hidden_in_a_function_and_says_it_as_a_path(tm
     assert graph == {"app": set(), "app.jobs": {"app.services"}, "app.services": {"app.jobs"}, "app.models": set()}
     [component] = strongly_connected(graph)
     assert cycle_path(graph, component) == ["app.jobs", "app.services", "app.jobs"]
+
+
+AGENT_DIR = ROOT / "runner_api" / "agent"
+AGENT_OLDEST_PYTHON = (3, 8)  # docs/runner.md: the Runner and the host agent run on stock cloud images
+
+
+def test_the_agent_programs_import_only_the_standard_library_and_each_other_and_parse_for_python_3_8():
+    """They are copied to hosts and VMs as they are: no third-party package, nothing of CloudPivot's."""
+    siblings = {path.stem for path in AGENT_DIR.glob("*.py")}
+    problems = []
+    for path in sorted(AGENT_DIR.glob("*.py")):
+        text = path.read_text()
+        try:
+            tree = ast.parse(text, str(path), feature_version=AGENT_OLDEST_PYTHON)
+        except SyntaxError as exc:
+            problems.append(f"{path.name}: does not parse as Python 3.8 ({exc.msg}, line {exc.lineno})")
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if name.startswith("runner_api.agent"):  # the siblings again, as the tests import them
+                    top = name.removeprefix("runner_api.agent").lstrip(".").split(".")[0] or "cloudpivot_runner"
+                if top not in sys.stdlib_module_names and top not in siblings and top != "__future__":
+                    problems.append(f"{path.name}:{node.lineno}: imports {name}, not of the standard library")
+    assert not problems, "\n".join(problems)
