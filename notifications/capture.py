@@ -96,3 +96,13 @@ def readiness_entry(instance: Instance, *, ready: bool, reason: str, at: dt.date
         occurred_at=at,
         source=f"instance-readiness:{instance.pk}:{at.isoformat()}",
     )
+
+
+def feed_announce_once(*, type: str, project_id: int, message: str, data: dict[str, Any], source: str) -> None:
+    """A feed entry of another app's own (a budget's warning), written once: `source` is unique, so the same
+    announcement again adds nothing. The listeners are rung after commit."""
+    entry = FeedEvent(
+        type=type, project_id=project_id, message=message, data=data, occurred_at=timezone.now(), source=source
+    )
+    FeedEvent.objects.bulk_create([entry], ignore_conflicts=True)
+    ring_feed_on_commit()

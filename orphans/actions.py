@@ -25,8 +25,9 @@ from orphans.listers import tagged_lister
 from orphans.listers.base import SERVER, CloudItem
 from orphans.models import FindingCategory, FindingState, OrphanFinding
 from orphans.report import Known, classify
-from resources.choices import InstanceStatus, PowerState
+from resources.choices import InstanceStatus
 from resources.models import Instance
+from resources.services.adoption import instance_adopt
 
 ADOPTABLE_STATUSES = {"ACTIVE": InstanceStatus.RUNNING, "SHUTOFF": InstanceStatus.STOPPED}
 PAUSED_STATUSES = {"PAUSED": InstanceStatus.PAUSED, "SUSPENDED": InstanceStatus.SUSPENDED}
@@ -135,27 +136,17 @@ def _adoption_checks(*, finding: OrphanFinding, owner: AbstractBaseUser, project
 
 
 def _adopt(*, finding: OrphanFinding, item: CloudItem, owner, project: Project, name: str) -> Instance:
-    flavor = item.evidence.get("flavor") or {}
-    status = {**ADOPTABLE_STATUSES, **PAUSED_STATUSES}[item.status]
-    now = timezone.now()
     lister = tagged_lister(finding.connection)
     with transaction.atomic():
-        instance = Instance.objects.create(
-            name=name[:63],
+        instance = instance_adopt(
+            connection=finding.connection,
             project=project,
             owner=owner,
-            connection=finding.connection,
-            backend=finding.connection.backend,
-            flavor=flavor.get("original_name") or "",
-            vcpus=flavor.get("vcpus") or 0,
-            memory_mb=flavor.get("ram") or 0,
-            disk_gb=flavor.get("disk") or 0,
-            image=item.evidence.get("image") or "",
-            desired_power_state=PowerState.STOPPED if status == InstanceStatus.STOPPED else PowerState.RUNNING,
-            status=status,
-            status_reason=f"adopted from orphan server {item.ref}",
-            observed_at=now,
+            name=name,
             server_id=item.ref,
+            status={**ADOPTABLE_STATUSES, **PAUSED_STATUSES}[item.status],
+            flavor=item.evidence.get("flavor") or {},
+            image=item.evidence.get("image") or "",
         )
         try:  # marked in the cloud as the instance's, as a create would; if this fails, no row stays
             lister.claim_server(item.ref, instance_id=str(instance.pk), name=instance.name)

@@ -537,3 +537,59 @@ def test_the_agent_programs_import_only_the_standard_library_and_each_other_and_
                 if top not in sys.stdlib_module_names and top not in siblings and top != "__future__":
                     problems.append(f"{path.name}:{node.lineno}: imports {name}, not of the standard library")
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------- (f) each app writes its own rows
+ORM_WRITES = {"create", "update", "bulk_create", "bulk_update", "delete", "get_or_create", "update_or_create"}
+# Housekeeping over every app, on purpose (docs/architecture.md): retention removes what each app keeps.
+CROSS_APP_WRITERS_ALLOWED = {"cloudpivot.retention"}
+# A model whose table lives in one app and whose rows another owns: the metrics' samples (docs/architecture.md).
+MODEL_OWNERS = {"MetricSample": "metrics"}
+
+
+def cross_app_writes(root: Path = ROOT) -> list[str]:
+    """`Model.objects….create/update/delete…` of a model another app owns: that app's service should do it."""
+    found = []
+    for module, path in modules(root).items():
+        if module in CROSS_APP_WRITERS_ALLOWED or app_of(module) == "agent":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        owners = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith(".models"):
+                owner = node.module.removesuffix(".models")
+                if owner in modules(root) or f"{owner}.models" in modules(root):
+                    for alias in node.names:
+                        owners[alias.asname or alias.name] = MODEL_OWNERS.get(alias.name, app_of(owner))
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ORM_WRITES
+            ):
+                continue
+            base, chain = node.func.value, []
+            while isinstance(base, ast.Call | ast.Attribute):
+                chain += [base.attr] if isinstance(base, ast.Attribute) else []
+                base = base.func if isinstance(base, ast.Call) else base.value
+            if (
+                isinstance(base, ast.Name)
+                and "objects" in chain
+                and owners.get(base.id, app_of(module)) != app_of(module)
+            ):
+                found.append(f"{module}:{node.lineno} writes {owners[base.id]}'s {base.id} ({node.func.attr})")
+    return found
+
+
+def test_each_app_writes_only_its_own_rows():
+    mine = cross_app_writes()
+    assert not mine, _report("ORM writes to another app's model (call that app's service)", mine)
+
+
+def test_the_cross_app_rule_sees_a_write_through_a_queryset_chain(tmp_path):
+    for app, text in {
+        "alpha": "from django.db import models\n\n\nclass Thing(models.Model):\n    pass\n",
+        "beta": "from alpha.models import Thing\n\n\ndef clear():\n    Thing.objects.filter(pk=1).update(x=2)\n",
+    }.items():
+        (tmp_path / app).mkdir()
+        (tmp_path / app / "__init__.py").write_text("")
+        (tmp_path / app / ("models.py" if app == "alpha" else "jobs.py")).write_text(text)
+    assert cross_app_writes(tmp_path) == ["beta.jobs:5 writes alpha's Thing (update)"]

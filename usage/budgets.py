@@ -14,10 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.utils import timezone
-
-from cloudpivot.realtime import ring_feed_on_commit
-from notifications.models import FeedEvent
+from notifications.capture import feed_announce_once
 from tasks.services.admission import admission_wake
 from usage.accounting import MONTH_FORMAT, core_hours, core_hours_by_day, month_bounds, spans
 from usage.models import ProjectBudget
@@ -97,23 +94,16 @@ def budget_holds(project_ids: list[int]) -> dict[int, str]:
 
 def _announce_once(budget: ProjectBudget, status: BudgetStatus, kind: str, message: str) -> None:
     """One feed entry per project, month and threshold: `source` is unique, so a second sweep adds nothing."""
-    FeedEvent.objects.bulk_create(
-        [
-            FeedEvent(
-                type=f"project.{kind}",
-                project_id=budget.project_id,
-                message=message,
-                data={
-                    "month": status.month,
-                    "budget_core_hours": str(status.budget),
-                    "used_core_hours": str(status.used),
-                    "percent": str(status.percent),
-                    "hard_stop": status.hard_stop,
-                },
-                occurred_at=timezone.now(),
-                source=f"budget:{budget.project_id}:{status.month}:{kind}",
-            )
-        ],
-        ignore_conflicts=True,
+    feed_announce_once(
+        type=f"project.{kind}",
+        project_id=budget.project_id,
+        message=message,
+        data={
+            "month": status.month,
+            "budget_core_hours": str(status.budget),
+            "used_core_hours": str(status.used),
+            "percent": str(status.percent),
+            "hard_stop": status.hard_stop,
+        },
+        source=f"budget:{budget.project_id}:{status.month}:{kind}",
     )
-    ring_feed_on_commit()

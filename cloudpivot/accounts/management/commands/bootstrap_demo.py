@@ -15,8 +15,7 @@ from django.utils import timezone
 from cloudpivot.accounts.models import ApiToken, Membership, Project, Role
 from cloudpivot.accounts.services import api_token_create, api_token_revoke
 from cloudpivot.common import sha256_hex
-from clusters.choices import BackendKind
-from clusters.models import CloudConnection
+from clusters.services import local_connection_ensure
 
 DEMO_TOKEN_NAME = "demo (make run)"
 DEMO_TOKEN_DAYS = 30
@@ -47,10 +46,7 @@ class Command(BaseCommand):
             created_password = password
         project, _ = Project.objects.get_or_create(slug="demo", defaults={"name": "Demo project"})
         Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.ADMIN})
-        local, _ = CloudConnection.objects.get_or_create(
-            cloud_id="local", defaults={"name": "This host", "backend": BackendKind.LOCAL}
-        )
-        local.projects.add(project)
+        local_connection_ensure(project=project)
         self.stdout.write(f"user: {username}")
         if created_password:
             self.stdout.write(f"password: {created_password}  (kept in {password_file}, readable by this user only)")
