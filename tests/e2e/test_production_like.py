@@ -246,3 +246,35 @@ def test_a_researcher_follows_a_live_log_over_the_proxied_websocket_and_cancels(
     assert Task.objects.get(pk=sleeper["id"]).state == "CANCELLED"
     proxied = stack.access_log.read_text()
     assert re.search(rf'"GET /ws/tasks/{task["id"]}/\S* HTTP/1.1" 101', proxied)  # the live log's websocket
+
+
+AGENTS_UNIT = ROOT / "deploy" / "systemd" / "cloudpivot-agents-web.service"
+
+
+def test_the_shipped_agents_web_unit_answers_the_agent_over_plain_http_without_a_redirect(world, tmp_path):
+    """The unit as shipped (its ExecStart and Environment, on a free port): production settings, no proxy;
+    the agent's sync must reach the view, not a 301 to https (issue 34)."""
+    lines = AGENTS_UNIT.read_text().replace("\\\n", " ").splitlines()
+    exec_start = next(line.split("=", 1)[1] for line in lines if line.startswith("ExecStart="))
+    unit_env = dict(line.split("=", 1)[1].split("=", 1) for line in lines if line.startswith("Environment="))
+    port = helpers.free_port()
+    command = [sys.executable if part.endswith("/python") else part for part in exec_start.split()]
+    command[command.index("--port") + 1] = str(port)
+    (tmp_path / "secret-key").write_text(settings.SECRET_KEY)
+    (tmp_path / "secrets-key").write_text(Fernet.generate_key().decode())
+    env = helpers.server_environment(port=port, runs_dir=world.runs_dir)
+    del env["DJANGO_SECRET_KEY"]
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "cloudpivot.settings.prod",
+        "DJANGO_SECRET_KEY_FILE": str(tmp_path / "secret-key"),
+        "CLOUDPIVOT_SECRETS_KEY_FILE": str(tmp_path / "secrets-key"),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "CLOUDPIVOT_STATIC_ROOT": str(tmp_path / "static"),
+        **unit_env,
+    }
+    process = _start(command, env, tmp_path / "agents-web.log")
+    try:
+        helpers.wait_for(lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200, timeout=60, what="the unit up")
+        assert _status(f"http://127.0.0.1:{port}/runner/v2/sync") == 405  # the view answered (POST only): no 301
+    finally:
+        helpers.stop_process_group(process)
