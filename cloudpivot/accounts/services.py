@@ -107,9 +107,7 @@ def membership_add(*, actor: AbstractBaseUser, project: Project, username: str, 
     matches = list(users[:2]) if username else []
     if len(matches) != 1:
         words = "no" if not matches else "more than one"
-        message = (
-            f"{words} active user with the username or verified email '{username}'" if username else "name a user"
-        )
+        message = f"{words} active user with the username or verified email '{username}'" if username else "name a user"
         raise InvalidSpec(message, errors=[{"field": "username", "message": message}])
     user = matches[0]
     with transaction.atomic():
