@@ -14,6 +14,13 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     list_filter = ["is_active", "project"]
     search_fields = ["url", "description"]
     readonly_fields = ["after_position", "created_by", "created_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        """Staff may pause or delete an endpoint, not repoint it: its URL receives the project's events signed
+        with its secret, so only the project's admins (the API, the portal) choose where they go."""
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "project", "url"] if obj is not None else fields
+
     fields = ["project", "url", "event_types", "description", "is_active", "after_position", "created_by"]
 
     def save_model(self, request, obj, form, change) -> None:
@@ -21,11 +28,12 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         if refusal:
             self.message_user(request, f"Saved, but nothing will be delivered: {refusal}", messages.WARNING)
         if not change:
-            obj.secret = new_secret()
+            secret = new_secret()
+            obj.signing_secret = secret
             obj.created_by = request.user
             obj.after_position = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
             # shown this once, like a token: it is the receiver's key to check signatures
-            self.message_user(request, f"Signing secret (shown once): {obj.secret}", messages.SUCCESS)
+            self.message_user(request, f"Signing secret (shown once): {secret}", messages.SUCCESS)
         super().save_model(request, obj, form, change)
 
 

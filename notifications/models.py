@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from cloudpivot import secret_box
 from cloudpivot.accounts.models import Project
 from cloudpivot.common import BaseModel
 
@@ -65,10 +66,11 @@ class WebhookEndpoint(BaseModel):
         default=list, blank=True, help_text='Feed types ("task.state") or prefixes ("task.*"); empty: every event.'
     )
     description = models.CharField(max_length=200, blank=True)
-    # The signing secret, "whsec_" + base64; sent nowhere but once to its creator (HMAC needs it in clear).
-    secret = models.CharField(max_length=100, editable=False)
+    # The signing secret, "whsec_" + base64, encrypted at rest as project secrets are (cloudpivot/secret_box.py):
+    # shown once to its creator, read in clear only to sign (`signing_secret`).
+    secret = models.TextField(editable=False)
     # After a rotation the old secret signs too (a second signature) until then, so receivers can switch over.
-    previous_secret = models.CharField(max_length=100, blank=True, editable=False)
+    previous_secret = models.TextField(blank=True, editable=False)
     previous_secret_until = models.DateTimeField(null=True, blank=True)
     is_active = models.BooleanField(default=True)
     # Feed position this endpoint has been offered up to: deliveries are made for entries after it.
@@ -76,6 +78,18 @@ class WebhookEndpoint(BaseModel):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+
+    @property
+    def signing_secret(self) -> str:
+        return secret_box.decrypt(self.secret) if self.secret else ""
+
+    @signing_secret.setter
+    def signing_secret(self, value: str) -> None:
+        self.secret = secret_box.encrypt(value) if value else ""
+
+    @property
+    def previous_signing_secret(self) -> str:
+        return secret_box.decrypt(self.previous_secret) if self.previous_secret else ""
 
     def __str__(self) -> str:
         return f"{self.project.slug} → {self.url}"

@@ -27,6 +27,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from cloudpivot import secret_box
 from cloudpivot.accounts.models import Membership, Project, Role
 from cloudpivot.accounts.selectors import project_role, projects_visible_to
 from cloudpivot.exceptions import InvalidSpec, NotFound, PermissionDenied
@@ -100,15 +101,16 @@ def webhook_endpoint_create(
         raise InvalidSpec(f"url: {refusal}", errors=[{"field": "url", "message": refusal}])
     secret = new_secret()
     now_at = FeedSequence.objects.filter(pk=1).values_list("last_position", flat=True).first() or 0
-    endpoint = WebhookEndpoint.objects.create(
+    endpoint = WebhookEndpoint(
         project=owner,
         url=url,
         event_types=list(event_types),
         description=description,
-        secret=secret,
         after_position=now_at,
         created_by=user if user.is_authenticated else None,
     )
+    endpoint.signing_secret = secret
+    endpoint.save(force_insert=True)
     return endpoint, secret
 
 
@@ -123,18 +125,36 @@ def webhook_endpoint_update(*, endpoint: WebhookEndpoint, **fields) -> WebhookEn
 def webhook_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
     """A new secret; the old one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_HOURS (24)."""
     hours = float(getattr(settings, "WEBHOOK_SECRET_OVERLAP_HOURS", 24))
-    endpoint.previous_secret = endpoint.secret
+    endpoint.previous_secret = endpoint.secret  # still encrypted: copied as it is
     endpoint.previous_secret_until = timezone.now() + dt.timedelta(hours=hours)
-    endpoint.secret = new_secret()
+    secret = new_secret()
+    endpoint.signing_secret = secret
     endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_until", "updated_at"])
-    return endpoint.secret
+    return secret
+
+
+def webhook_secrets_reencrypt() -> tuple[int, list[str]]:
+    """Every endpoint's signing secrets under the first CLOUDPIVOT_SECRETS_KEY (a key rotation); how many were,
+    and the endpoints no configured key opens."""
+    done, unreadable = 0, []
+    for endpoint in WebhookEndpoint.objects.iterator():
+        fields = [field for field in ("secret", "previous_secret") if getattr(endpoint, field)]
+        try:
+            tokens = {field: secret_box.rotate(getattr(endpoint, field)) for field in fields}
+        except secret_box.SecretUnreadable:
+            unreadable.append(f"webhook {endpoint.pk}")
+            continue
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(**tokens)
+        done += 1
+    return done, unreadable
 
 
 def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
     overlap = (
         endpoint.previous_secret and endpoint.previous_secret_until and endpoint.previous_secret_until > timezone.now()
     )
-    return [endpoint.secret, endpoint.previous_secret] if overlap else [endpoint.secret]
+    current = endpoint.signing_secret
+    return [current, endpoint.previous_signing_secret] if overlap else [current]
 
 
 # ---------------------------------------------------------------- fan-out and delivery

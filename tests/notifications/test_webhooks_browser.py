@@ -46,7 +46,7 @@ def test_an_admin_subscribes_sees_deliveries_with_response_times_and_redelivers(
     secret = page.locator("[data-webhook-secret]").inner_text()
     assert secret.startswith("whsec_")
     endpoint = WebhookEndpoint.objects.get()
-    assert endpoint.event_types == ["task.state"] and endpoint.secret == secret
+    assert endpoint.event_types == ["task.state"] and endpoint.signing_secret == secret
 
     log = tmp_path / "received.jsonl"
     receiver = start_receiver(port, secret, log)
