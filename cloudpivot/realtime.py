@@ -128,6 +128,22 @@ def ring_feed_on_commit() -> None:
     _pending_rings().feed = True
 
 
+async def ring_or_timeout(channel: str | None, timeout: float) -> str | None:
+    """Wait up to `timeout` for a ring on `channel` (from `listening`), or sleep without one. The channel to
+    wait on next time: None once the layer failed (the caller then looks at the database on the clock)."""
+    try:
+        if channel:
+            await asyncio.wait_for(get_channel_layer().receive(channel), timeout=timeout)
+        else:
+            await asyncio.sleep(timeout)
+    except TimeoutError:
+        pass
+    except Exception as exc:
+        logger.warning("doorbell unavailable (%s: %s); looking on the clock", type(exc).__name__, exc)
+        return None
+    return channel
+
+
 @asynccontextmanager
 async def listening(group: str) -> AsyncIterator[str | None]:
     """A channel in `group` for the duration; None without a channel layer or when it fails (the caller then

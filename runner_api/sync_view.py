@@ -22,7 +22,6 @@ import logging
 import time
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -109,22 +108,13 @@ async def _hold_off(scope: SyncScope) -> None:
 
 async def _hold(scope: SyncScope, data: dict[str, Any], wait: float, channel: str | None) -> dict[str, Any] | None:
     """Wait for the doorbell or the next database look that finds news; the answer then, or None at the end."""
-    layer = get_channel_layer()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     names = set(data["known"])
     while (remaining := deadline - loop.time()) > 0:
-        timeout = min(RECHECK_SECONDS, remaining)
-        try:
-            if channel:
-                await asyncio.wait_for(layer.receive(channel), timeout=timeout)
-            else:
-                await asyncio.sleep(timeout)
-        except TimeoutError:
-            pass
-        except Exception as exc:  # the channel layer failed: look at the database on the clock instead
-            logger.warning("agent doorbell unavailable (%s: %s); polling", type(exc).__name__, exc)
-            channel = None
+        failed = channel is not None
+        channel = await realtime.ring_or_timeout(channel, min(RECHECK_SECONDS, remaining))
+        if failed and channel is None:  # the layer failed: look at the database on the clock instead
             await asyncio.sleep(min(1.0, max(0.0, deadline - loop.time())))
         await _hold_off(scope)
         answer = await db_threads.agent_run(sync_answer, scope=scope, names=names)

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
@@ -101,7 +100,6 @@ class Hold:
         """Wait for an entry the user may see (or the end of `wait`); the page to answer, as the view's."""
         loop = asyncio.get_running_loop()
         end = loop.time() + max(0.0, self.deadline - time.monotonic())
-        layer = get_channel_layer()
         async with realtime.listening(realtime.FEED_DOORBELL) as channel:
             # listening from here, so the look below covers whatever came since the view's own read
             while True:
@@ -112,16 +110,7 @@ class Hold:
                 remaining = end - loop.time()
                 if remaining <= 0:
                     return page_document([], self.next_after, False)
-                timeout = min(RECHECK_SECONDS, remaining)
-                try:
-                    if channel:
-                        await asyncio.wait_for(layer.receive(channel), timeout=timeout)
-                    else:
-                        await asyncio.sleep(timeout)
-                except TimeoutError:
-                    pass
-                except Exception:  # the channel layer failed: look at the database on the clock instead
-                    channel = None
+                channel = await realtime.ring_or_timeout(channel, min(RECHECK_SECONDS, remaining))
                 await asyncio.sleep(max(0.0, min(looked + LOOK_SPACING_SECONDS, end) - loop.time()))
 
 
