@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -32,6 +33,20 @@ if os.environ.get("CLOUDPIVOT_CRASH_AT"):
     raise ImproperlyConfigured(
         "CLOUDPIVOT_CRASH_AT is set: it SIGKILLs the process at a named step and is for tests only; "
         "unset it to start with the production settings"
+    )
+# Redis carries the doorbells, the job queue and the channel layer: anyone who reaches it could queue work. A
+# Redis across the network (a Kubernetes Service, another host) must ask for a password; one on the loopback
+# or a Unix socket is reachable from this host only.
+_redis = urlsplit(REDIS_URL) if REDIS_URL else None  # noqa: F405
+if (
+    _redis
+    and _redis.scheme != "unix"
+    and _redis.hostname not in ("127.0.0.1", "::1", "localhost")
+    and not _redis.password
+):
+    raise ImproperlyConfigured(
+        f"REDIS_URL names {_redis.hostname} without a password: set Redis's requirepass (or an ACL user) and put "
+        "it in the URL (redis://:PASSWORD@host:6379/0); only a Redis on the loopback may go without"
     )
 # Accounts come from an admin or an identity provider; anyone reaching the login page may not make one.
 CLOUDPIVOT_SIGNUP_OPEN = env.bool("CLOUDPIVOT_SIGNUP_OPEN", default=False)

@@ -118,6 +118,30 @@ def test_production_closes_self_registration_by_default():
     assert opened.stdout.split()[-1] == "True", opened.stderr
 
 
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("redis", "refused"),
+    [
+        ("redis://cloudpivot-redis:6379/0", True),
+        ("redis://:s3cret@cloudpivot-redis:6379/0", False),
+        ("redis://127.0.0.1:6379/0", False),
+        ("unix:///run/redis/redis.sock", False),
+    ],
+)
+def test_production_refuses_a_redis_across_the_network_without_a_password(redis, refused):
+    result = manage(
+        "check",
+        "--settings",
+        "cloudpivot.settings.prod",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        CLOUDPIVOT_SECRETS_KEY=Fernet.generate_key().decode(),
+        DJANGO_ALLOWED_HOSTS="x.example.org",
+        REDIS_URL=redis,
+    )
+    assert ("names cloudpivot-redis without a password" in result.stderr) is refused, result.stderr[-500:]
+    assert (result.returncode != 0) is refused, result.stderr[-500:]
+
+
 def test_a_closed_signup_refuses_new_accounts(client, db, settings):
     settings.CLOUDPIVOT_SIGNUP_OPEN = False
     form = {"email": "eve@example.org", "username": "eve", "password1": "a-Long-pass-1", "password2": "a-Long-pass-1"}

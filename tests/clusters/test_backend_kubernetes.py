@@ -80,6 +80,7 @@ def test_the_job_is_one_literal_run_with_our_labels_and_limits(backend, kube, ku
     assert (spec["backoffLimit"], spec["activeDeadlineSeconds"], spec["ttlSecondsAfterFinished"]) == (0, 90, 600)
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False  # no environment variables naming the namespace's Services
     assert pod["terminationGracePeriodSeconds"] == 45  # the task's time to checkpoint after SIGTERM
     (container,) = pod["containers"]
     assert container["command"] == ["sh", "-c", "echo $HOME; rm -rf /"] and "args" not in container

@@ -44,6 +44,9 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
         "containers": [container],
         # A task gets no API credentials unless the connection names a service account for it.
         "automountServiceAccountToken": bool(options.get("service_account")),
+        # Nor the addresses of every Service in the namespace as environment variables (CloudPivot's own, when
+        # tasks share its namespace): what a task may reach is the network policy's to say.
+        "enableServiceLinks": False,
     }
     if spec.get("stop_grace_seconds") is not None:  # SIGTERM, then this long before SIGKILL (the kubelet's own)
         pod_spec["terminationGracePeriodSeconds"] = spec["stop_grace_seconds"]
