@@ -355,3 +355,17 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
         return error.code
     except OSError:
         return 0
+
+
+def test_retentions_archives_outlive_the_worker_pods(overlay):
+    """What retention removes is archived first: the archive is a claim of its own, never an emptyDir (issue 34)."""
+    worker = _find(overlay, "Deployment", "cloudpivot-worker")
+    spec = pod_spec(worker)
+    (container,) = [c for c in spec["containers"] if c["name"] == "worker"]
+    archive = next(e["value"] for e in container["env"] if e["name"] == "CLOUDPIVOT_RETENTION_ARCHIVE_DIR")
+    mount = next(
+        m for m in container["volumeMounts"] if archive == m["mountPath"] or archive.startswith(m["mountPath"] + "/")
+    )
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    claim = volume["persistentVolumeClaim"]["claimName"]
+    assert _find(overlay, "PersistentVolumeClaim", claim)["spec"]["accessModes"] == ["ReadWriteMany"]
