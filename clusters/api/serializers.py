@@ -44,8 +44,9 @@ class SeriesQuerySerializer(serializers.Serializer):
     )
 
     def validate(self, attrs):
-        if attrs.get("since") and attrs.get("until") and attrs["since"] >= attrs["until"]:
-            raise serializers.ValidationError({"since": "must be before until"})
+        # An empty window (since == until) is an honest question with no points; only a reversed one is wrong.
+        if attrs.get("since") and attrs.get("until") and attrs["since"] > attrs["until"]:
+            raise serializers.ValidationError({"since": "must not be after until"})
         if attrs.get("metric") and attrs["subject_kind"] != SubjectKind.CONNECTION and not attrs.get("subject_key"):
             raise serializers.ValidationError({"subject_key": f"name the {attrs['subject_kind']} to read"})
         return attrs

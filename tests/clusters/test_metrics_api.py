@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from django.utils import timezone
 
@@ -109,3 +110,22 @@ def test_bad_queries_name_the_field(api, world):
 def test_without_a_metric_the_current_figures_as_before(api, world):
     answer = api("bob").get("/api/v1/clouds/local/metrics")
     assert answer.status_code == 200 and answer.json()["available"] is False
+
+
+def test_an_empty_window_is_an_answer_with_no_points_not_an_error(api, world):
+    """since == until asks for one instant: schemathesis found it refused though the schema allows it (issue 30)."""
+    at = "2026-11-30T10:00:00Z"
+    answer = api("bob").get("/api/v1/clouds/local/metrics", {"metric": "queue_length", "since": at, "until": at})
+    assert answer.status_code == 200 and answer.json()["count"] == 0
+
+
+def test_the_schema_states_the_ssh_key_limit_the_server_keeps():
+    import yaml
+
+    from cloudpivot.accounts.ssh_keys import MAX_LENGTH
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml").read_text())
+    assert (
+        schema["components"]["schemas"]["SshKeyCreateInputRequest"]["properties"]["public_key"]["maxLength"]
+        == MAX_LENGTH
+    )

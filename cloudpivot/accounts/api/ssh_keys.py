@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cloudpivot.accounts.models import SshKey
-from cloudpivot.accounts.ssh_keys import ssh_key_create, ssh_key_delete
+from cloudpivot.accounts.ssh_keys import MAX_LENGTH, ssh_key_create, ssh_key_delete
 from cloudpivot.json_types import JSONTypes
 
 
@@ -22,7 +22,7 @@ class SshKeySerializer(serializers.ModelSerializer):
 class SshKeyCreateInputSerializer(JSONTypes, serializers.Serializer):
     name = serializers.CharField(max_length=64, help_text="Unique among your keys; instance creates name it.")
     public_key = serializers.CharField(
-        max_length=20000,
+        max_length=MAX_LENGTH,  # the parser's own limit, so the schema states it
         allow_blank=True,
         trim_whitespace=False,
         help_text="One OpenSSH public key line (a .pub file's contents).",
