@@ -4,7 +4,8 @@ change of an instance's readiness.
 Each is announced by the one writer of its rows, inside the transaction that writes it, so a change and its
 feed copy commit or vanish together and no reader scans for what it missed: `task_events_appended` by
 tasks.services.lifecycle (and the other appenders of task events), `operation_state_changed` by
-resources.services.operations, `instance_readiness_changed` by resources.services.readiness. These are outbox
+resources.services.operations, `instance_readiness_changed` by resources.services.readiness, `taskset_announced`
+by tasksets.services.lifecycle (connected in apps.py: task sets sit beside this app, not below). These are outbox
 rows, not business logic: they only copy. `source` makes a second copy of the same state a no-op (a resumed
 Operation is RUNNING twice).
 """
@@ -106,3 +107,23 @@ def feed_announce_once(*, type: str, project_id: int, message: str, data: dict[s
     )
     FeedEvent.objects.bulk_create([entry], ignore_conflicts=True)
     ring_feed_on_commit()
+
+
+def taskset_announced(
+    sender: Any, task_set: Any, type: str, message: str, data: dict[str, Any], at: dt.datetime, **kwargs: Any
+) -> None:
+    """A task set's `set.state` or `set.finished`: one entry of the set's project, the set's id in `data.set`."""
+    FeedEvent.objects.bulk_create([taskset_entry(task_set, type, message, data, at)], ignore_conflicts=True)
+    ring_feed_on_commit()
+
+
+def taskset_entry(task_set: Any, type_: str, message: str, data: dict[str, Any], at: dt.datetime) -> FeedEvent:
+    """`source` names the announcement by its time, so each state and each end is copied once."""
+    return FeedEvent(
+        type=f"set.{type_}",
+        project_id=task_set.project_id,
+        message=message,
+        data={"set": str(task_set.pk), "set_name": task_set.name, **data},
+        occurred_at=at,
+        source=f"task-set:{task_set.pk}:{type_}:{at.isoformat()}",
+    )

@@ -41,6 +41,12 @@ class TaskSet(BaseModel):
     state_reason = models.TextField(blank=True, editable=False)
     state_changed_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When every element made had ended and `set.finished` was announced (None while any is open).",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

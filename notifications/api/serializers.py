@@ -25,7 +25,7 @@ class FeedQuerySerializer(serializers.Serializer):
         child=serializers.RegexField(r"^[a-z_]+(\.[a-z_*]+)?$", max_length=64),
         required=False,
         default=list,
-        help_text="Repeatable: task.state, operation.state, task.* …",
+        help_text="Repeatable: task.state, operation.state, set.finished, task.*, set.* …",
     )
     project = serializers.ListField(
         child=serializers.SlugField(max_length=64), required=False, default=list, help_text="Repeatable."

@@ -65,7 +65,7 @@ class FeedView(APIView):
         ],
     )
     def get(self, request: Request) -> Response:
-        """Task events and operation states of your projects, in one order; page or follow with `after`."""
+        """Task events, operation states and set events of your projects, in one order; page or follow with `after`."""
         query = FeedQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data

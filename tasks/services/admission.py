@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef
 
 from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
@@ -24,7 +24,7 @@ from tasks.services.faults import isolated
 from tasks.services.lifecycle import Transitions, event_append, task_lock
 
 logger = logging.getLogger(__name__)
-# How many of each project's oldest PENDING tasks one pass looks at; the rest move up in later passes.
+# How many of each owner's oldest PENDING tasks in each project one pass looks at; the rest move up in later passes.
 PER_PROJECT_LIMIT = 50
 
 
@@ -55,21 +55,54 @@ def local_agent_serves(connection: CloudConnection) -> bool:
 
 
 def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> list[Task]:
-    """The oldest PENDING tasks of each project on the connection, oldest first.
+    """The oldest PENDING tasks of each owner in each project on the connection, oldest first.
 
-    Per project, so a project whose own quota holds back any number of tasks never hides
-    another project's tasks from admission: first in, first admitted within a project, never
-    across projects. One query for the projects, one per project (each walks the
-    tasks_task_admission index).
+    Per (project, owner), so neither a project whose own quota holds back any number of tasks nor
+    one owner's long queue (a task set keeps up to TASK_SET_AHEAD elements PENDING) hides another
+    project's or another user's tasks from admission: `fair_order` then decides who goes first.
+    One query for the (project, owner) pairs with PENDING tasks (a walk of the connection's PENDING
+    rows on the tasks_task_admission index: sets keep few PENDING, the rest wait unmade), one per
+    pair for its oldest `limit`.
     """
     pending = Task.objects.filter(connection=connection, state=TaskState.PENDING)
-    # Projects are few and tasks many: one index probe per project, not a scan of every PENDING task.
-    with_pending = Project.objects.filter(Exists(pending.filter(project=OuterRef("pk"))))
-    project_ids = list(with_pending.order_by().values_list("pk", flat=True))
+    pairs = list(pending.order_by().values_list("project_id", "owner_id").distinct())
     heads: list[Task] = []
-    for project_id in project_ids:
-        heads += pending.filter(project_id=project_id).select_related("project").order_by("created_at", "id")[:limit]
+    for project_id, owner_id in pairs:
+        mine = pending.filter(project_id=project_id, owner_id=owner_id).select_related("project")
+        heads += mine.order_by("created_at", "id")[:limit]
     return sorted(heads, key=lambda task: (task.created_at, task.id))
+
+
+def fair_order(heads: list[Task], running: dict[tuple[int, int], int]) -> list[Task]:
+    """The queue heads in the order admission offers them the room: fair share, least running first.
+
+    `running`: the tasks holding quota on the connection per (project, owner). Two levels, each the same rule:
+    between the projects on the connection, the next task is one of the project with the fewest running (counting
+    those admitted before it in this order); within a project, the owner with the fewest running goes next. Ties
+    go to the older task, and each owner's own tasks keep their submission order. So one more task of a user or a
+    project that has none running goes before the next of one that runs many (a 10,000-element set beside a single
+    task: the single task takes the next free slot), and equal shares take turns (round-robin). Computed at once
+    as a sort: each task's key is its owner's running count plus its place among its owner's heads, then (between
+    projects) its project's running count plus its place in its project's order.
+    """
+    project_running: dict[int, int] = {}
+    for (project_id, _owner), count in running.items():
+        project_running[project_id] = project_running.get(project_id, 0) + count
+    owner_places: dict[tuple[int, int], int] = {}
+    by_project: dict[int, list[tuple[tuple, Task]]] = {}
+    for task in sorted(heads, key=lambda task: (task.created_at, task.id)):
+        pair = (task.project_id, task.owner_id)
+        place = owner_places[pair] = owner_places.get(pair, -1) + 1
+        by_project.setdefault(task.project_id, []).append(
+            ((running.get(pair, 0) + place, task.created_at, task.id), task)
+        )
+    keyed: list[tuple[tuple, Task]] = []
+    for project_id, tasks in by_project.items():
+        tasks.sort(key=lambda keyed_task: keyed_task[0])
+        base = project_running.get(project_id, 0)
+        keyed += [((base + place, task.created_at, task.id), task) for place, (_key, task) in enumerate(tasks)]
+    keyed.sort(key=lambda keyed_task: keyed_task[0])
+    return [task for _key, task in keyed]
 
 
 @dataclass
@@ -94,7 +127,7 @@ class _BulkWriteFailed(Exception):
 def connection_admit(
     *, connection_id: int, limit: int = PER_PROJECT_LIMIT, announce: bool = True, hand_out: HandOut | None = None
 ) -> int:
-    """Admit PENDING tasks of one connection in submission order while they fit; return how many.
+    """Admit PENDING tasks of one connection while they fit, in fair-share order (`fair_order`); return how many.
 
     1. Lock the connection row, then the projects' rows (in id order): admissions of one
        connection, and of one project across connections, happen one at a time, so no two
@@ -103,8 +136,10 @@ def connection_admit(
        of a transaction that holds a task row admission waits for (a cancel inserting its
        feed entry): with FOR UPDATE the two deadlocked. Then the queue heads (in id order), read again
        under the lock: one a cancel took meanwhile is not admitted.
-    2. Walk the queue heads oldest first. A task that does not fit waits with the reason, and
-       so does every later task of its project (first in, first admitted).
+    2. Walk the queue heads in fair-share order (`fair_order`: between projects on the connection and between
+       owners within a project, least running first; each owner's tasks first in, first admitted). A task that
+       does not fit its project's quota waits with the reason, and so does every later task of its project (no
+       smaller task overtakes it there); once the connection runs `max_active_tasks`, every other waits too.
     3. Write what was admitted in a few statements whatever the number (issue 11: SQLite's one writer):
        one INSERT of the attempts, one UPDATE of the tasks, one INSERT of their events and one of the feed
        copies (lifecycle.Transitions). Should that write fail (a bad row), the pass is done again one task at
@@ -132,10 +167,11 @@ def _admission_pass(connection_id: int, limit: int, bulk: _Bulk | None, announce
         project_ids = sorted({task.project_id for task in pending})
         list(Project.objects.select_for_update(no_key=True).filter(pk__in=project_ids).order_by("pk"))
         pending = _still_pending(pending)
-        active = Task.objects.filter(connection=connection, state__in=HOLDS_QUOTA).count()
+        running = _running(connection)
+        active = sum(running.values())
         ledger = {pid: _QuotaLedger(pid, connection.pk) for pid in project_ids}
         blocked = quotas.admission_holds(project_ids)
-        for task in pending:
+        for task in fair_order(pending, running):
             footprint = quotas.task_footprint(task.normalized)
             reason = blocked.get(task.project_id)
             if reason is None and connection.max_active_tasks and active >= connection.max_active_tasks:
@@ -157,6 +193,17 @@ def _admission_pass(connection_id: int, limit: int, bulk: _Bulk | None, announce
             except Exception as exc:  # rolls the pass back (on PostgreSQL the transaction is spoilt): done again
                 raise _BulkWriteFailed from exc
         return len(admitted_any)
+
+
+def _running(connection: CloudConnection) -> dict[tuple[int, int], int]:
+    """The connection's tasks that hold quota (admitted, not ended) per (project, owner), in one query."""
+    rows = (
+        Task.objects.filter(connection=connection, state__in=HOLDS_QUOTA)
+        .values_list("project_id", "owner_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return {(project_id, owner_id): n for project_id, owner_id, n in rows}
 
 
 # What another writer may change on a PENDING task while admission holds its connection (a cancel, a waiting

@@ -19,7 +19,7 @@ from tasks.services.actions import task_cancel
 from tasksets.choices import TaskSetState
 from tasksets.models import SetElement, TaskSet
 from tasksets.selectors import taskset_check_can_act
-from tasksets.services.lifecycle import taskset_transition
+from tasksets.services.lifecycle import taskset_end, taskset_open_elements, taskset_transition
 
 # The element states a retry-failed takes: those the program or its limits ended, not a cancel or a success.
 RETRIED_STATES = frozenset({TaskState.FAILED, TaskState.TIMED_OUT})
@@ -47,6 +47,8 @@ def taskset_cancel(*, set_id: Any, user: AbstractBaseUser) -> TaskSet:
                     task_cancel(task_id=task_id, user=user)
             except Conflict:  # it ended meanwhile
                 pass
+        if not taskset_open_elements(task_set):  # nothing runs on: the set ends now (else the pass, when it has)
+            taskset_end(task_set=task_set)
     return task_set
 
 

@@ -10,7 +10,8 @@ nothing is made, or after it and sees every element made):
 2. Retries asked for (retry-failed) go first, through the task retry service, in index order.
 3. Then the next elements, through the task submission service (tasks.services.submission.task_submit), so each
    one is a task like any other: checked, quota-bound, with its `submitted` event; and each gets its SetElement.
-4. A set whose elements were all made and have all ended is FINISHED.
+4. A set whose elements were all made and have all ended is FINISHED (and announces `set.finished`). A CANCELLED
+   set announces it when its last stopped element has ended (tasksets.services.lifecycle.taskset_end).
 
 An element that cannot be made (its owner lost the right to submit there, say) stops the set where it is, with
 the reason on the set; the pass tries again every STALLED_SECONDS, and goes on as soon as it can.
@@ -32,16 +33,18 @@ from tasks.services.faults import isolated
 from tasks.services.submission import task_submit
 from tasksets.choices import TaskSetState
 from tasksets.models import SetElement, TaskSet
-from tasksets.services.lifecycle import taskset_note, taskset_transition
+from tasksets.services.lifecycle import taskset_end, taskset_note, taskset_open_elements, taskset_transition
 from tasksets.templating import element_document
 
 logger = logging.getLogger(__name__)
 STALLED_SECONDS = 5.0
+# The sets the pass looks at: those that make elements, and the cancelled ones whose stopped elements run yet.
+_OPEN = Q(state=TaskSetState.ACTIVE) | Q(state=TaskSetState.CANCELLED, ended_at__isnull=True)
 
 
 def sets_materialize() -> int:
     """Make the next elements of every open set that has room; how many elements were made or retried."""
-    open_sets = TaskSet.objects.filter(state=TaskSetState.ACTIVE).order_by("created_at", "id")
+    open_sets = TaskSet.objects.filter(_OPEN).order_by("created_at", "id")
     return sum(
         isolated(f"task set {set_id}", lambda set_id=set_id: set_materialize(set_id=set_id))
         for set_id in open_sets.values_list("pk", flat=True)
@@ -54,6 +57,10 @@ def sets_due(last_pass: dt.datetime, now: dt.datetime) -> dt.datetime | None:
     ends rings the doorbell: tasksets/receivers.py)."""
     due = None
     for task_set, open_count, pending, asks in _open_sets():
+        if task_set.state == TaskSetState.CANCELLED:
+            if not open_count:
+                return now  # its last element ended: the pass announces its end
+            continue
         left = task_set.materialized < task_set.total or asks
         if left and task_set.state_reason:
             due = last_pass + dt.timedelta(seconds=STALLED_SECONDS)
@@ -68,6 +75,10 @@ def set_materialize(*, set_id) -> int:
         # `items` (megabytes for a large set) is read only when elements are made, not on every pass's look.
         locked = TaskSet.objects.select_for_update(of=("self",)).select_related("owner", "project").defer("items")
         task_set = locked.get(pk=set_id)
+        if task_set.state == TaskSetState.CANCELLED and task_set.ended_at is None:
+            if not taskset_open_elements(task_set):
+                taskset_end(task_set=task_set)
+            return 0
         if task_set.state != TaskSetState.ACTIVE:
             return 0
         open_count, pending = _open_counts(task_set)
@@ -98,8 +109,8 @@ def _open_counts(task_set: TaskSet) -> tuple[int, int]:
 
 def _open_sets() -> list[tuple[TaskSet, int, int, int]]:
     """Every open set with its open and PENDING element counts and its retries asked for, in two queries."""
-    columns = ("id", "max_running", "state_reason", "materialized", "total")
-    sets = list(TaskSet.objects.filter(state=TaskSetState.ACTIVE).only(*columns))
+    columns = ("id", "state", "max_running", "state_reason", "materialized", "total")
+    sets = list(TaskSet.objects.filter(_OPEN).only(*columns))
     if not sets:
         return []
     open_element = ~Q(task__state__in=TERMINAL)

@@ -22,6 +22,7 @@ from tasks import dispatch
 from tasks.services.submission import task_document_check
 from tasks.specs import spec_normalize
 from tasksets.models import TaskSet
+from tasksets.services.lifecycle import taskset_announce_state
 from tasksets.specs import set_request_check
 from tasksets.templating import element_document, elements_check
 
@@ -62,6 +63,7 @@ def taskset_submit(*, user: AbstractBaseUser, body: Any, idempotency_key: str = 
     try:
         with transaction.atomic():
             task_set.save(force_insert=True)
+            taskset_announce_state(task_set=task_set, was=None, at=task_set.created_at)
             transaction.on_commit(dispatch.wake_reconciler)  # the pass makes the first elements
     except IntegrityError:
         existing = _set_for_key(user=user, key=idempotency_key, digest=digest)

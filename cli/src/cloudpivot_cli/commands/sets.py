@@ -1,4 +1,5 @@
-"""`cloudpivot set …`: submit a task set (a template and a count or a parameter file), list, get, cancel, retry."""
+"""`cloudpivot set …`: submit a task set (a template and a count or a parameter file), list, get, watch, cancel,
+retry."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ EXAMPLES = """\
   cloudpivot set submit -f spec.yaml --count 100 --max-running 10 --wait
   cloudpivot set submit -f train.yaml --items params.jsonl
   cloudpivot set get ID
+  cloudpivot set watch ID
   cloudpivot set retry-failed ID
 """
 ENDED = ("FINISHED", "CANCELLED")
@@ -111,6 +113,49 @@ def wait(client, set_id: str) -> int:
     return status
 
 
+# The element states that are ends (a task's TERMINAL states, as the counts name them).
+DONE = ("succeeded", "failed", "timed_out", "cancelled")
+BAR_WIDTH = 30
+
+
+def progress_line(task_set: dict, width: int = BAR_WIDTH) -> str:
+    """`[#########.....................]  31% 310/1000 · 10 running, 680 waiting, 300 succeeded, 10 failed`: how many
+    elements ended, as a bar and a share of the total, then the counts that are not 0 (the last state for an
+    ended set)."""
+    counts, total = task_set.get("counts") or {}, task_set.get("total") or 0
+    done = sum(counts.get(name, 0) for name in DONE)
+    filled = min(width, done * width // total) if total else width
+    percent = min(100, done * 100 // total) if total else 100
+    line = f"[{'#' * filled}{'.' * (width - filled)}] {percent:3d}% {done}/{total} · {counts_words(counts)}"
+    return f"{line} · {task_set['state']}" if task_set.get("state") in ENDED else line
+
+
+def watch(args) -> int:
+    """Show the set's progress until it ends (at once for an ended set); the exit status of `submit --wait`.
+
+    On a terminal one line is redrawn in place; otherwise (a pipe, a log) a line is printed each time it changes.
+    """
+    client = connect(args)
+    tty = sys.stdout.isatty()
+    last = ""
+    try:
+        while True:
+            task_set = client.get(f"/api/v1/task-sets/{args.id}")
+            line = progress_line(task_set)
+            if line != last:
+                print(f"\r\033[K{line}" if tty else line, end="" if tty else "\n", flush=True)
+                last = line
+            if task_set["state"] in ENDED:
+                break
+            time.sleep(args.interval if args.interval is not None else POLL_SECONDS)
+    finally:
+        if tty and last:
+            print(flush=True)  # the redrawn line stays, the prompt comes below it (after ^C too)
+    status = set_exit_status(task_set)
+    print(f"task set {task_set['id']} {task_set['state']} (exit status {status})", file=sys.stderr, flush=True)
+    return status
+
+
 def set_exit_status(task_set: dict) -> int:
     if task_set["state"] == "CANCELLED":
         return exitcodes.CANCELLED
@@ -176,6 +221,18 @@ def register(commands) -> None:
     p = add_command(commands, "get", "one task set with its progress", get, "  cloudpivot set get ID -o yaml\n")
     p.add_argument("id", metavar="ID")
     add_output(p)
+
+    p = add_command(
+        commands,
+        "watch",
+        "show a set's progress as a bar until it ends; exit as `set submit --wait` does",
+        watch,
+        "  cloudpivot set watch ID\n"
+        "  cloudpivot set watch ID --interval 5 | tee progress.log   # a line each time it changes\n\n"
+        + exitcodes.help_text(),
+    )
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--interval", type=float, metavar="S", help="seconds between looks (default 1)")
 
     for verb, text, run in (
         ("cancel", "cancel a set: no further element starts, unfinished ones are cancelled", cancel),
