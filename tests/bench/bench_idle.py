@@ -41,6 +41,7 @@ def test_idle(tmp_path):
         time.sleep(seconds)
         cpu = serving.cpu_since(before, serving.tree_cpu(roots))
         elapsed = time.monotonic() - began
+        memory = serving.tree_memory(server.roots())
     finally:
         client.close()
         serving.stop(server)
@@ -49,3 +50,8 @@ def test_idle(tmp_path):
     print(f"  all processes: {100 * total / elapsed:5.2f} % of one core ({1000 * total:.0f} ms CPU)")
     for kind in sorted(cpu, key=lambda k: -cpu[k]):
         print(f"    {kind:26s} {100 * cpu[kind] / elapsed:5.2f} %")
+    processes = sum(count for count, _ in memory.values())
+    print(f"  memory, proportional (PSS): {sum(mb for _, mb in memory.values()):.0f} MB over {processes} processes")
+    for kind in sorted(memory, key=lambda k: -memory[k][1]):
+        count, mb = memory[kind]
+        print(f"    {kind:26s} {mb:6.0f} MB  ({count} process{'es' if count > 1 else ''})")

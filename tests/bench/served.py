@@ -66,6 +66,23 @@ def tree_cpu(roots: list[int]) -> dict[str, float]:
     return by_kind
 
 
+def tree_memory(roots: list[int]) -> dict[str, tuple[int, float]]:
+    """(processes, proportional set size in MB) of the process trees under `roots`, by kind: PSS counts a page
+    shared by n processes as 1/n in each, so the sum is what the installation holds (smaps_rollup)."""
+    table = helpers.processes()
+    by_kind: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for pid in helpers.descendants(roots, table):
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        kb = next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+        entry = by_kind[process_kind(table[pid][2])]
+        entry[0] += 1
+        entry[1] += kb / 1024
+    return {kind: (int(count), mb) for kind, (count, mb) in by_kind.items()}
+
+
 def cpu_since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """What each kind used between two `tree_cpu` readings."""
     return {kind: after.get(kind, 0) - before.get(kind, 0) for kind in set(before) | set(after)}
