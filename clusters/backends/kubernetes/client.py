@@ -21,15 +21,18 @@ from typing import Any
 import urllib3
 import yaml
 from django.conf import settings
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
 from cloudpivot import credentials
+from cloudpivot.lazy_module import LazyModule
 from clusters.backends.base import BackendError, ErrorKind
 from clusters.backends.kubernetes.labels import LABEL_INSTALLATION, label_value
 from clusters.models import CloudConnection
+
+# The Kubernetes client is imported at the first call, not at start-up (cloudpivot/lazy_module.py).
+k8s = LazyModule("kubernetes.client")
+k8s_config = LazyModule("kubernetes.config")
+k8s_exceptions = LazyModule("kubernetes.client.exceptions")
+k8s_config_exceptions = LazyModule("kubernetes.config.config_exception")
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "ttl_seconds_after_finished": 24 * 3600,  # the cluster removes finished Jobs even if CloudPivot never does
@@ -94,7 +97,7 @@ class KubeClient:
         try:
             response = method(*args, _preload_content=False, _request_timeout=self.timeout(), **kwargs)
             body = response.data
-        except ApiException as exc:
+        except k8s_exceptions.ApiException as exc:
             raise classify(exc, what, self) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeApiError(
@@ -144,7 +147,7 @@ class KubeClient:
                 f"cannot reach the Kubernetes API while {what}: {network_words(exc)}", kind="transient"
             ) from None
         if not 200 <= response.status <= 299:
-            raise classify(ApiException(http_resp=response), what, self)
+            raise classify(k8s_exceptions.ApiException(http_resp=response), what, self)
         return response.data or b""
 
     def timeout(self) -> tuple[float, float]:
@@ -313,7 +316,7 @@ class KubeClient:
                     cfg.api_key_prefix = {"BearerToken": "Bearer"}
                 if self.options.get("ca_file"):
                     cfg.ssl_ca_cert = self.options["ca_file"]
-        except (ConfigException, OSError, yaml.YAMLError) as exc:
+        except (k8s_config_exceptions.ConfigException, OSError, yaml.YAMLError) as exc:
             raise BackendError(f"cannot load the Kubernetes credentials of {where}: {exc}", kind="auth") from None
         if self.options.get("insecure_skip_tls_verify"):
             cfg.verify_ssl = False
@@ -361,7 +364,7 @@ def _read_token(mode: str, value: str, where: str) -> str:
     return token
 
 
-def classify(exc: ApiException, what: str, client: KubeClient) -> KubeApiError:
+def classify(exc: Any, what: str, client: KubeClient) -> KubeApiError:
     """An ApiException in words users understand, with the kind of error (DESIGN §4)."""
     status = int(exc.status or 0)
     message = _status_message(exc)
@@ -401,7 +404,7 @@ def classify(exc: ApiException, what: str, client: KubeClient) -> KubeApiError:
     )
 
 
-def _status_message(exc: ApiException) -> str:
+def _status_message(exc: Any) -> str:
     body = exc.body
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")

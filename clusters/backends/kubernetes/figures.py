@@ -9,8 +9,7 @@ from __future__ import annotations
 from decimal import InvalidOperation
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
+from cloudpivot.lazy_module import LazyModule
 from clusters.backends.base import (
     CPU_ALLOCATABLE,
     CPU_CAPACITY,
@@ -25,6 +24,8 @@ from clusters.backends.kubernetes.client import KubeApiError, KubeClient
 from clusters.backends.kubernetes.inventory import inventory
 from clusters.backends.kubernetes.labels import CONTAINER, LABEL_ATTEMPT
 from clusters.models import CloudConnection
+
+k8s_utils = LazyModule("kubernetes.utils")  # imported at the first figure read (cloudpivot/lazy_module.py)
 
 
 def metrics(client: KubeClient) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def quantity(text: str) -> float | None:
     if not text:
         return None
     try:
-        return float(parse_quantity(text))
+        return float(k8s_utils.parse_quantity(text))
     except (ValueError, InvalidOperation, TypeError):
         return None
 

@@ -21,17 +21,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import openstack
-import openstack.config
-import openstack.connection
-import openstack.exceptions as os_exc
 import yaml
 from django.conf import settings
-from keystoneauth1 import exceptions as ks_exc
 
 from cloudpivot import credentials
+from cloudpivot.lazy_module import LazyModule
 from clusters.backends.base import BackendError, ErrorKind
 from clusters.models import CloudConnection
+
+# openstacksdk and keystoneauth1 are imported at the first call, not at start-up (cloudpivot/lazy_module.py).
+openstack = LazyModule("openstack")
+os_exc = LazyModule("openstack.exceptions")
+ks_exc = LazyModule("keystoneauth1.exceptions")
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "cloud": "",
@@ -59,7 +60,7 @@ META_ATTEMPT = "cloudpivot_attempt"
 META_INSTALLATION = "cloudpivot_installation"
 
 # One Connection (and its token) per connection settings, shared by the passes of this process.
-_connections: dict[tuple, openstack.connection.Connection] = {}
+_connections: dict[tuple, Any] = {}  # openstack.connection.Connection
 _connections_lock = threading.Lock()
 
 
