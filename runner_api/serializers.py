@@ -120,12 +120,34 @@ class LostDataSerializer(serializers.Serializer):
     interrupted = serializers.BooleanField(required=False, default=False)
 
 
+class OutputFileSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=1000)
+    bytes = serializers.IntegerField(min_value=0, max_value=2**62)
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$", max_length=64)
+    ref = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class OutputMissingSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=1000)
+    reason = optional_text()
+
+
+class OutputsDataSerializer(serializers.Serializer):
+    """The manifest of an attempt's declared outputs (docs/data.md): what was stored, what is missing and why."""
+
+    files = OutputFileSerializer(many=True, required=False, default=list, max_length=1000)
+    missing = OutputMissingSerializer(many=True, required=False, default=list, max_length=1000)
+    complete = serializers.BooleanField(required=False, default=False)
+    reason = optional_text()
+
+
 EVENT_DATA = {
     "started": StartedDataSerializer,
     "progress": ProgressDataSerializer,
     "result": ResultDataSerializer,
     "exited": ExitedDataSerializer,
     "lost": LostDataSerializer,
+    "outputs": OutputsDataSerializer,
 }
 
 
@@ -202,6 +224,9 @@ def stand_in_event(seq: int, kind: Any, problems: list[dict[str, str]]) -> dict[
         return {"seq": seq, "type": "exited", "time": "", "data": {"exit_code": None, "signal": None, "reason": note}}
     if kind == "lost":
         return {"seq": seq, "type": "lost", "time": "", "data": {"reason": note}}
+    if kind == "outputs":  # the outputs are then recorded as incomplete, saying why
+        data = {"files": [], "missing": [], "complete": False, "reason": note}
+        return {"seq": seq, "type": "outputs", "time": "", "data": data}
     return {"seq": seq, "type": "progress", "time": "", "data": {"message": note, "fraction": None}}
 
 
