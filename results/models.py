@@ -30,7 +30,7 @@ class OutputFile(BaseModel):
     """One output of an attempt: stored (bytes, SHA-256, the store's reference) or missing with the reason."""
 
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="output_files")
-    name = models.CharField(max_length=1000, help_text="Relative name: the path in the work directory, or under `to`.")
+    name = models.CharField(max_length=500, help_text="Relative name: the path in the work directory, or under `to`.")
     state = models.CharField(max_length=16, choices=OutputState.choices)
     bytes = models.BigIntegerField(null=True, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)

@@ -120,15 +120,22 @@ class LostDataSerializer(serializers.Serializer):
     interrupted = serializers.BooleanField(required=False, default=False)
 
 
+def output_name(value: str) -> str:
+    """A stored output's name: relative, inside the attempt's store location (the CLI writes it under a directory)."""
+    if value.startswith("/") or any(part in ("", ".", "..") for part in value.split("/")):
+        raise serializers.ValidationError("must be a relative name without empty, '.' or '..' parts")
+    return value
+
+
 class OutputFileSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=1000)
+    name = serializers.CharField(max_length=500, validators=[output_name])
     bytes = serializers.IntegerField(min_value=0, max_value=2**62)
     sha256 = serializers.RegexField(r"^[0-9a-f]{64}$", max_length=64)
     ref = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
 
 
 class OutputMissingSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=1000)
+    name = serializers.CharField(max_length=500)  # a declared pattern, or a name that could not be kept
     reason = optional_text()
 
 

@@ -151,7 +151,7 @@ def relative_path_problem(value: str) -> str:
 class OutputSerializer(StrictItemSerializer):
     """A declared output: a path or glob in the work directory, collected when the program ends (docs/data.md)."""
 
-    path = serializers.CharField(max_length=1000, help_text="Relative to the work directory; `*`, `?`, `[..]` glob.")
+    path = serializers.CharField(max_length=500, help_text="Relative to the work directory; `*`, `?`, `[..]` glob.")
     to = serializers.CharField(
         max_length=500, required=False, help_text="A destination prefix the matched files are stored under."
     )

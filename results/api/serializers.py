@@ -9,7 +9,12 @@ from results.choices import ManifestState, OutputState
 
 class OutputsQuerySerializer(serializers.Serializer):
     attempt = serializers.IntegerField(
-        min_value=1, required=False, allow_null=True, default=None, help_text="Attempt number (default: the latest)."
+        min_value=1,
+        max_value=32767,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Attempt number (default: the latest).",
     )
 
 

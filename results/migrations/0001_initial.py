@@ -37,7 +37,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(help_text='Relative name: the path in the work directory, or under `to`.', max_length=1000)),
+                ('name', models.CharField(help_text='Relative name: the path in the work directory, or under `to`.', max_length=500)),
                 ('state', models.CharField(choices=[('stored', 'Stored'), ('missing', 'Missing')], max_length=16)),
                 ('bytes', models.BigIntegerField(blank=True, null=True)),
                 ('sha256', models.CharField(blank=True, max_length=64)),

@@ -81,3 +81,26 @@ def test_the_agent_reports_why_there_is_no_manifest_when_the_supervisor_died_whi
     data = runner.outputs_event(str(tmp_path), assignment)
     assert data["complete"] is False and "supervisor ended" in data["reason"]
     assert runner.outputs_event(str(tmp_path), {}) is None
+
+
+def test_the_supervisor_keeps_the_manifest_and_the_agent_reports_it_before_the_exit(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from runner_api.agent.cloudpivot_agent import Attempt
+    from runner_api.agent.cloudpivot_supervisor import keep_outputs
+
+    directory, store = tmp_path / "cp-x-1", tmp_path / "store"
+    (directory / "work").mkdir(parents=True)
+    (directory / "work" / "a.txt").write_text("a")
+    outputs = {"declared": [{"path": "a.txt"}], "store": {"kind": "directory", "path": str(store)}}
+    keep_outputs(str(directory), {"workdir": str(directory / "work"), "outputs": outputs})
+    assert json.loads((directory / "outputs.json").read_text())["files"][0]["name"] == "a.txt"
+
+    (directory / "assignment.json").write_text(json.dumps({"outputs": outputs}))
+    (directory / "exit.json").write_text(json.dumps({"exit_code": 4, "signal": None}))
+    attempt = Attempt(SimpleNamespace(mark_dirty=lambda: None, hold_until=0.0), str(directory))
+    attempt.ended()
+    kinds = [(event["type"], event["data"].get("complete")) for event in attempt.outbox["pending"]]
+    assert kinds == [("outputs", True), ("exited", None)]
+    assert attempt.outbox["pending"][1]["data"]["exit_code"] == 4  # the copy changes nothing of the exit
