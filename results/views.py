@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import IO
+
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
 from cloudpivot.api import error_body
 from results.links import LinkRefused, link_resolve
 from results.stores import store_of_kind
+
+CHUNK = 1024 * 1024
 
 
 @require_GET
@@ -23,7 +32,27 @@ def output_download(request: HttpRequest, token: str, name: str) -> HttpResponse
     except (OSError, LookupError):
         message = "this output is no longer in its store (retention may have removed it)"
         return JsonResponse(error_body("not_found", message), status=404)
-    response = FileResponse(handle, as_attachment=True, filename=name.rsplit("/", 1)[-1])
+    # Under ASGI an async iterator, read in a thread a chunk at a time: a sync one would be read whole into
+    # memory first (Django's StreamingHttpResponse), and outputs may be gigabytes.
+    content = _chunks_async(handle) if isinstance(request, ASGIRequest) else _chunks(handle)
+    response = StreamingHttpResponse(content, content_type="application/octet-stream")
+    response["Content-Length"] = str(os.fstat(handle.fileno()).st_size)
+    response["Content-Disposition"] = content_disposition_header(True, name.rsplit("/", 1)[-1])
     response["X-Checksum-SHA256"] = file.sha256
+    response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, no-store"
     return response
+
+
+def _chunks(handle: IO[bytes]) -> Iterator[bytes]:
+    with handle:
+        while chunk := handle.read(CHUNK):
+            yield chunk
+
+
+async def _chunks_async(handle: IO[bytes]) -> AsyncIterator[bytes]:
+    try:
+        while chunk := await asyncio.to_thread(handle.read, CHUNK):
+            yield chunk
+    finally:
+        handle.close()
