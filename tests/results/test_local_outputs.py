@@ -105,3 +105,13 @@ def test_a_cancelled_tasks_outputs_are_kept_as_far_as_they_exist(live, world):
     files = {item["name"]: item for item in body["files"]}
     assert body["state"] == "incomplete" and files["final.bin"]["state"] == "missing"
     assert fetch(files["checkpoint.bin"]["url"]) == b"step 1"
+
+
+def test_a_timed_out_tasks_outputs_are_kept_too(live, world):
+    code = "import time\nopen('partial.log', 'w').write('until the deadline')\ntime.sleep(600)\n"
+    task = submit(world, code, outputs=[{"path": "*.log"}], timeout_seconds=2)
+    task = helpers.drive(task, until={"TIMED_OUT", "FAILED", "CANCELLED", "UNKNOWN"}, timeout=30)
+    assert task.state == "TIMED_OUT", task.state_reason
+    body = outputs(live, world, task)
+    assert body["state"] == "complete", body
+    assert fetch(body["files"][0]["url"]) == b"until the deadline"
