@@ -220,7 +220,19 @@ def test_completion_scripts_for_bash_zsh_and_fish(cli):
         return subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.split()
 
     assert complete("t") == ["task", "token"]
-    tasks = ["submit", "list", "get", "describe", "logs", "events", "cancel", "retry", "release-hold", "--help"]
+    tasks = [
+        "submit",
+        "list",
+        "get",
+        "describe",
+        "logs",
+        "events",
+        "cancel",
+        "retry",
+        "release-hold",
+        "outputs",
+        "--help",
+    ]
     assert complete("task", "") == tasks
     assert complete("task", "submit", "--w") == ["--wait"]
     assert complete("--context", "x", "instance", "re") == ["resume", "reboot", "restore"]
