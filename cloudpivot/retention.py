@@ -30,6 +30,8 @@ from django.utils import timezone
 from cloudpivot.accounts.models import AuditEntry
 from resources.choices import OPEN_OPERATION_STATES
 from resources.models import Instance, Operation
+from results.models import OutputFile
+from results.services import outputs_discard
 from runner_api.models import BootstrapSecret
 from tasks.choices import TERMINAL, CleanupState
 from tasks.models import Task
@@ -45,6 +47,8 @@ class Kind:
     days: Callable[[], float]
     expired: Callable[[dt.datetime], models.QuerySet]
     record: Callable[[Any], dict[str, Any]] | None  # None: deleted without an archive
+    # What goes with the rows outside the database, just before they are deleted (a task's stored outputs).
+    discard: Callable[[list[Any]], None] | None = None
 
 
 def _row(obj: models.Model, *, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -68,6 +72,11 @@ def _task_record(task: Task) -> dict[str, Any]:
             _row(a, exclude=("credential_nonce", "runner_token_hash")) for a in task.attempts.order_by("number")
         ],
         "events": list(task.events.order_by("seq").values("seq", "type", "message", "data", "created_at")),
+        "outputs": list(
+            OutputFile.objects.filter(attempt__task=task)
+            .order_by("attempt_id", "name")
+            .values("attempt_id", "name", "state", "bytes", "sha256", "ref", "reason")
+        ),
         "log": [
             {"attempt": c.attempt_id, "stream": c.stream, "offset": c.offset, "data": base64.b64encode(c.data).decode()}
             for c in task.log_chunks.order_by("attempt_id", "stream", "offset")
@@ -90,8 +99,15 @@ def _spent_bootstrap_secrets(cutoff: dt.datetime) -> models.QuerySet:
     return BootstrapSecret.objects.filter(spent, created_at__lt=cutoff).order_by("pk")
 
 
+def _task_outputs_discard(tasks: list[Task]) -> None:
+    """A task's outputs go from their store with it: what the policy removes from CloudPivot, it removes
+    from the store too (docs/data.md). The manifest stays readable in the archive."""
+    attempts = [attempt for task in tasks for attempt in task.attempts.all()]
+    outputs_discard(attempts=attempts)
+
+
 KINDS = [
-    Kind("tasks", lambda: settings.RETENTION_TASK_DAYS, _finished_tasks, _task_record),
+    Kind("tasks", lambda: settings.RETENTION_TASK_DAYS, _finished_tasks, _task_record, _task_outputs_discard),
     Kind(
         "audit",
         lambda: settings.RETENTION_AUDIT_DAYS,
@@ -121,6 +137,8 @@ def _archive_and_delete(kind: Kind, expired: models.QuerySet, now: dt.datetime) 
     while batch := list(expired[:BATCH]):
         if kind.record is not None:
             _append(archive_path(kind.name, now), (kind.record(row) for row in batch))
+        if kind.discard is not None:  # after the archive, before the rows: a crash leaves rows without files
+            kind.discard(batch)
         with transaction.atomic():  # the archive is written first: a crash here archives a batch twice, loses none
             type(batch[0]).objects.filter(pk__in=[row.pk for row in batch]).delete()
         count += len(batch)

@@ -24,6 +24,7 @@ api_v1 = [
     path("", include("notifications.api.urls")),
     path("", include("usage.api.urls")),
     path("", include("tasksets.api.urls")),
+    path("", include("results.api.urls")),
 ]
 
 urlpatterns = [
@@ -36,6 +37,7 @@ urlpatterns = [
     path("", include("resources.urls")),
     path("", include("notifications.urls")),
     path("", include("usage.urls")),
+    path("results/", include("results.urls")),
     # Personal settings and project pages (tokens, email, members, quotas): their own block and module.
     path("", include("cloudpivot.accounts.urls")),
     # (end of the settings and project pages block)

@@ -120,12 +120,41 @@ class LostDataSerializer(serializers.Serializer):
     interrupted = serializers.BooleanField(required=False, default=False)
 
 
+def output_name(value: str) -> str:
+    """A stored output's name: relative, inside the attempt's store location (the CLI writes it under a directory)."""
+    if value.startswith("/") or any(part in ("", ".", "..") for part in value.split("/")):
+        raise serializers.ValidationError("must be a relative name without empty, '.' or '..' parts")
+    return value
+
+
+class OutputFileSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=500, validators=[output_name])
+    bytes = serializers.IntegerField(min_value=0, max_value=2**62)
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$", max_length=64)
+    ref = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class OutputMissingSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=500)  # a declared pattern, or a name that could not be kept
+    reason = optional_text()
+
+
+class OutputsDataSerializer(serializers.Serializer):
+    """The manifest of an attempt's declared outputs (docs/data.md): what was stored, what is missing and why."""
+
+    files = OutputFileSerializer(many=True, required=False, default=list, max_length=1000)
+    missing = OutputMissingSerializer(many=True, required=False, default=list, max_length=1000)
+    complete = serializers.BooleanField(required=False, default=False)
+    reason = optional_text()
+
+
 EVENT_DATA = {
     "started": StartedDataSerializer,
     "progress": ProgressDataSerializer,
     "result": ResultDataSerializer,
     "exited": ExitedDataSerializer,
     "lost": LostDataSerializer,
+    "outputs": OutputsDataSerializer,
 }
 
 
@@ -202,6 +231,9 @@ def stand_in_event(seq: int, kind: Any, problems: list[dict[str, str]]) -> dict[
         return {"seq": seq, "type": "exited", "time": "", "data": {"exit_code": None, "signal": None, "reason": note}}
     if kind == "lost":
         return {"seq": seq, "type": "lost", "time": "", "data": {"reason": note}}
+    if kind == "outputs":  # the outputs are then recorded as incomplete, saying why
+        data = {"files": [], "missing": [], "complete": False, "reason": note}
+        return {"seq": seq, "type": "outputs", "time": "", "data": data}
     return {"seq": seq, "type": "progress", "time": "", "data": {"message": note, "fraction": None}}
 
 

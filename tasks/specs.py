@@ -133,6 +133,40 @@ class SecretRefSerializer(StrictItemSerializer):
         return attrs
 
 
+MAX_OUTPUTS = 50
+
+
+def relative_path_problem(value: str) -> str:
+    """Why `value` is not a path inside the work directory ("" when it is): absolute, `..`, empty parts."""
+    if value.startswith("/") or value.startswith("~"):
+        return "must be relative to the work directory, e.g. out/result.csv, not an absolute path"
+    parts = value.split("/")
+    if any(part == ".." for part in parts):
+        return "must stay inside the work directory: no '..' parts"
+    if "\x00" in value or any(part in ("", ".") for part in parts):
+        return "must be a relative path without empty or '.' parts, e.g. out/*.csv"
+    return ""
+
+
+class OutputSerializer(StrictItemSerializer):
+    """A declared output: a path or glob in the work directory, collected when the program ends (docs/data.md)."""
+
+    path = serializers.CharField(max_length=500, help_text="Relative to the work directory; `*`, `?`, `[..]` glob.")
+    to = serializers.CharField(
+        max_length=500, required=False, help_text="A destination prefix the matched files are stored under."
+    )
+
+    def validate_path(self, value: str) -> str:
+        if problem := relative_path_problem(value):
+            raise serializers.ValidationError(problem)
+        return value
+
+    def validate_to(self, value: str) -> str:
+        if problem := relative_path_problem(value.rstrip("/")):
+            raise serializers.ValidationError(problem.replace("the work directory", "the results"))
+        return value.rstrip("/")
+
+
 class TaskSpecSerializer(StrictSerializer):
     cloud = serializers.SlugField(max_length=64)
     project = serializers.SlugField(max_length=64, required=False)
@@ -163,6 +197,8 @@ class TaskSpecSerializer(StrictSerializer):
     tolerations = TolerationSerializer(many=True, required=False, max_length=20)
     # Project secrets by name (docs/security.md): delivered to the execution, never stored here.
     secrets = SecretRefSerializer(many=True, required=False, max_length=50)
+    # Files the program leaves in its work directory, kept after it ends, whatever the outcome (docs/data.md).
+    outputs = OutputSerializer(many=True, required=False, max_length=MAX_OUTPUTS)
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         bad = [key for key in value if not ENV_NAME.match(key)]
@@ -187,6 +223,9 @@ class TaskSpecSerializer(StrictSerializer):
 
     def validate_tolerations(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [dict(toleration) for toleration in value]
+
+    def validate_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [dict(output) for output in value]
 
     def validate_secrets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         targets = [ref.get("env") or ref.get("file") for ref in value]

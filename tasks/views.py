@@ -22,6 +22,7 @@ from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec, NotFound, PermissionDenied
 from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
+from results.selectors import attempt_outputs
 from tasks import portal, selectors, services
 from tasks.choices import TaskState
 from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
@@ -92,6 +93,8 @@ def _detail_context(request: HttpRequest, task: Task) -> dict[str, Any]:
         "attempts": attempts,
         "suggestion": task_suggestion(task, attempts),
         "queue_position": selectors.task_queue_position(task=task),
+        # Declared outputs (docs/data.md): the latest attempt's manifest with fresh download links.
+        "outputs": attempt_outputs(task=task) if task.normalized.get("outputs") else None,
     }
 
 

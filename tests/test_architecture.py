@@ -41,6 +41,7 @@ LAYERS = {
     "notifications": 4,  # the event feed and webhooks: copies of tasks' and resources' events
     "tasksets": 4,  # task sets: many tasks as one object, made Tasks through the tasks services
     "runner_api": 4,
+    "results": 4,  # declared outputs of attempts: manifests, stores, signed download links (docs/data.md)
     "metrics": 4,  # clusters/metrics: sampling, charts and Prometheus figures of every app
     "usage": 5,  # usage accounting and budgets over tasks and resources; warnings through the feed
 }

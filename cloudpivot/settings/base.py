@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "notifications",
     "tasksets",
     "runner_api",
+    "results",
     "usage",
 ]
 
@@ -374,6 +375,11 @@ CLOUDPIVOT_OIDC_GROUP_PROVIDERS = env.list(
 # ---------------------------------------------------------------- CloudPivot
 # Where the local backend keeps one state directory per attempt (Runner outbox, program output).
 RUNS_DIR = Path(env.str("CLOUDPIVOT_RUNS_DIR", default=str(VAR_DIR / "runs")))
+# Declared outputs of `local` attempts (docs/data.md): the directory store, one directory per attempt. The host
+# agent writes here (the server host is the execution host), the download view reads from here.
+RESULTS_DIR = Path(env.str("CLOUDPIVOT_RESULTS_DIR", default=str(VAR_DIR / "results")))
+# How long a minted download link of an output works (seconds).
+RESULTS_LINK_SECONDS = env.int("CLOUDPIVOT_RESULTS_LINK_SECONDS", default=3600)
 # Cloud connections read credential and CA files only under this directory (docs/security.md).
 CREDENTIALS_DIR = Path(env.str("CLOUDPIVOT_CREDENTIALS_DIR", default=str(VAR_DIR / "credentials")))
 # The URL Runners use to reach this server; for the local backend, this host.

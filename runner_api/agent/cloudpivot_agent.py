@@ -42,8 +42,7 @@ START_HOLD_SECONDS = 0.03
 # Output files are looked at this often while programs run (100 attempts: ~1 % of a core), and after each report.
 TICK_SECONDS = 0.05
 LONG_POLL_SECONDS = 20.0
-HTTP_TIMEOUT = 10.0
-BACKOFF_START, BACKOFF_MAX = 0.5, 10.0
+HTTP_TIMEOUT, BACKOFF_START, BACKOFF_MAX = 10.0, 0.5, 10.0
 LOG_CHUNK = 256 * 1024  # per stream per request
 BATCH_BYTES = 4 * 1024 * 1024  # log bytes per request, all attempts together
 RESULT_MAX = 64 * 1024
@@ -145,6 +144,7 @@ class Attempt:
             "workdir": workdir,
             "secret_files": assignment.get("secret_files") or [],
             "secret_error": str(assignment.get("secret_error") or ""),
+            "outputs": assignment.get("outputs"),  # declared outputs: the supervisor collects them at the end
         }
         lock = os.open(self.path("supervisor.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)  # from here on, "the program may have started"
@@ -225,6 +225,8 @@ class Attempt:
             self.add_event("end", "lost", {"reason": why, "interrupted": True} if rebooted else {"reason": why})
             return
         self.add_result()
+        if (outputs := runner.outputs_event(self.dir, self.assignment)) is not None:  # the manifest, then the exit
+            self.add_event("outputs", "outputs", outputs)
         self.add_event("end", "exited", runner.exit_data(status, self.stop_signals, self.grace))
 
     def add_result(self) -> None:

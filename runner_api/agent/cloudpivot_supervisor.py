@@ -175,9 +175,26 @@ def supervise(directory: str, spec: dict, keep: tuple) -> None:
             drop_empty_result(os.path.join(directory, RESULT))
         # Held (and supervisor.lock with it, so the agent waits) until the disk has room for it.
         write_json_when_room(os.path.join(directory, "exit.json"), status)
+        if spec.get("outputs"):  # after exit.json (the exit code comes first), before supervisor.lock is let go
+            keep_outputs(directory, spec)
         code = 0
     finally:
         os._exit(code)
+
+
+def keep_outputs(directory: str, spec: dict) -> None:
+    """Collect the declared outputs into the store target (docs/data.md); the manifest goes to outputs.json,
+    which the agent reports as the `outputs` event before the exit. Files the program's account could not
+    write itself are never picked up on its behalf (a root supervisor copying for a `run_as` account)."""
+    try:
+        account = run_as_account(os.environ.get(RUN_AS_ENV, ""))
+    except RunAsError:
+        account = None
+    try:
+        manifest = runner.collect_outputs(spec["workdir"], spec["outputs"], account.pw_uid if account else None)
+    except Exception as exc:  # noqa: BLE001 - whatever happens here, the exit status is already kept
+        manifest = {"files": [], "missing": [], "complete": False, "reason": "the outputs were not collected: %s" % exc}
+    write_json_when_room(os.path.join(directory, runner.OUTPUTS_FILE), manifest)
 
 
 def exec_program(directory: str, spec: dict, error_w: int) -> None:

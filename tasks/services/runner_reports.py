@@ -7,6 +7,7 @@ other, or racing a cancel or the reconciler, are applied one at a time and in or
 from __future__ import annotations
 
 import signal as signals
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -29,7 +30,16 @@ from tasks.services.lifecycle import (
 from tasks.services.secret_delivery import assignment_secrets, report_mask
 from tasks.stop_grace import stop_grace_seconds
 
-EVENT_TYPES = {"started", "progress", "result", "exited", "lost"}
+EVENT_TYPES = {"started", "progress", "result", "exited", "lost", "outputs"}
+# Where declared outputs go and who records their manifest: the results app, a layer above (docs/data.md).
+_OUTPUTS: dict[str, Callable[..., Any]] = {}
+
+
+def register_outputs(*, target: Callable[[Attempt], dict[str, Any]], record: Callable[..., str]) -> None:
+    """The results app hands in `target(attempt)`, the store target an assignment names for the attempt's
+    declared outputs, and `record(task=, attempt=, manifest=)`, which stores the manifest a Runner reports
+    (the `outputs` event) in the report's transaction and returns the sentence for the task's history."""
+    _OUTPUTS.update(target=target, record=record)
 
 
 def _refuse_if_closed(attempt: Attempt) -> None:
@@ -58,7 +68,14 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
         "stop_requested": attempt.stop_requested_at is not None,
         "acked_seq": attempt.acked_seq,
         "log_offsets": {"stdout": attempt.log_stdout_bytes, "stderr": attempt.log_stderr_bytes},
-    }
+    } | _outputs_assignment(attempt, spec)
+
+
+def _outputs_assignment(attempt: Attempt, spec: dict[str, Any]) -> dict[str, Any]:
+    """The declared outputs and the store target they go to, when the task declares any."""
+    if not spec.get("outputs") or "target" not in _OUTPUTS:
+        return {}
+    return {"outputs": {"declared": spec["outputs"], "store": _OUTPUTS["target"](attempt)}}
 
 
 def _mark_contact(attempt: Attempt) -> None:
@@ -182,6 +199,14 @@ def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
         Task.objects.filter(pk=task.pk).update(result=task.result)
         event_append(
             task=task, type="result", message="the program reported a result", data={"attempt": attempt.number}
+        )
+    elif kind == "outputs":
+        message = _OUTPUTS["record"](task=task, attempt=attempt, manifest=data) if _OUTPUTS else "outputs reported"
+        event_append(
+            task=task,
+            type="outputs",
+            message=message,
+            data={"attempt": attempt.number, "complete": bool(data.get("complete"))},
         )
     elif kind == "exited":
         _apply_exited(task, attempt, data, when)

@@ -20,6 +20,7 @@ CONFLICT = 87  # 409: the request contradicts the current state (e.g. cancel of 
 UNAVAILABLE = 88  # the server did not answer (after retrying) or answered 5xx/429
 NOT_SUPPORTED = 89  # the server has no endpoint for this command
 SET_INCOMPLETE = 90  # with `set submit --wait`: the set finished, but not every element SUCCEEDED
+OUTPUT_MISMATCH = 91  # with `task outputs --download`: an output could not be fetched or did not match its SHA-256
 
 TABLE = [
     (OK, "success; with --wait: the task SUCCEEDED"),
@@ -37,6 +38,7 @@ TABLE = [
     (UNAVAILABLE, "the server could not be reached (after retrying) or failed (5xx, 429)"),
     (NOT_SUPPORTED, "the server has no API for this command (e.g. `cloud check`)"),
     (SET_INCOMPLETE, "with `set submit --wait`: the set finished but some element did not succeed (81: cancelled)"),
+    (OUTPUT_MISMATCH, "with `task outputs --download`: an output could not be fetched or its SHA-256 did not match"),
 ]
 
 STATUS_CODES = {400: REFUSED, 413: REFUSED, 422: REFUSED, 401: AUTH, 403: AUTH, 404: NOT_FOUND, 409: CONFLICT}

@@ -73,6 +73,14 @@ class KubernetesBackend(ExecutionBackend):
                     'to run the command in, e.g. "image": "python:3.12-slim"',
                 }
             )
+        if spec.get("outputs"):  # docs/data.md: on Kubernetes, a PVC the task mounts keeps its files
+            errors.append(
+                {
+                    "field": "outputs",
+                    "message": f"the {self.connection.cloud_id} cloud cannot keep declared outputs yet; "
+                    "write them to a volume (a PVC) instead",
+                }
+            )
         return errors + placement_errors(spec, self.options, cloud=self.connection.cloud_id)
 
     def task_defaults(self) -> dict[str, Any]:

@@ -68,6 +68,10 @@ class OpenStackBackend(ExecutionBackend):
                         "message": f"the {cloud} cloud runs tasks in VMs and has no {what or field}; remove `{field}`",
                     }
                 )
+        if spec.get("outputs"):  # the Runner collects them once the object store (Swift temp URLs) is wired
+            errors.append(
+                {"field": "outputs", "message": f"the {cloud} cloud cannot keep declared outputs yet; remove `outputs`"}
+            )
         if self.options["runner_bootstrap"] not in checks.BOOTSTRAP_MODES:
             errors.append(
                 {

@@ -1,4 +1,4 @@
-"""`cloudpivot task …`: submit, list, get, describe, logs, events, cancel, retry."""
+"""`cloudpivot task …`: submit, list, get, describe, logs, events, cancel, retry, outputs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 
 from cloudpivot_cli import exitcodes, follow, output, specs
 from cloudpivot_cli.client import body_of
+from cloudpivot_cli.commands import outputs as task_outputs
 from cloudpivot_cli.output import age, field
 from cloudpivot_cli.parsing import add_command, add_output, connect, new_key
 
@@ -30,6 +31,7 @@ EXAMPLES = """\
   cloudpivot task list --state RUNNING -o wide
   cloudpivot task logs -f ID
   cloudpivot task describe ID
+  cloudpivot task outputs ID --download results/
 """
 
 COLUMNS = [
@@ -301,3 +303,4 @@ def register(commands) -> None:
         "  cloudpivot task release-hold ID\n",
     )
     p.add_argument("id", metavar="ID")
+    task_outputs.register(commands)

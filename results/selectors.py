@@ -1,0 +1,57 @@
+"""Reads of outputs (docs/data.md): the manifest of a task's attempt, with fresh links for what is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+
+from cloudpivot.exceptions import NotFound
+from results.choices import OutputState
+from results.links import link_mint
+from results.models import OutputManifest
+from tasks.models import Attempt, Task
+from tasks.selectors import task_get_for_user
+
+
+def task_outputs(*, user: AbstractBaseUser, task_id: Any, attempt_number: int | None = None) -> dict[str, Any]:
+    """The outputs of the task's attempt (default: its latest), each stored file with a freshly minted link.
+    A foreign task is NotFound, as everywhere."""
+    task = task_get_for_user(user=user, task_id=task_id)
+    return attempt_outputs(task=task, attempt_number=attempt_number)
+
+
+def attempt_outputs(*, task: Task, attempt_number: int | None = None) -> dict[str, Any]:
+    """The same for a task already read through its visibility selector (the task page)."""
+    attempts = task.attempts.order_by("-number")
+    attempt = (attempts.filter(number=attempt_number) if attempt_number else attempts).first()
+    if attempt is None:
+        if attempt_number:
+            raise NotFound(f"the task has no attempt {attempt_number}")
+        return {"attempt": None, "declared": task.normalized.get("outputs") or [], "state": "none", "files": []}
+    return _manifest(task, attempt)
+
+
+def _manifest(task: Task, attempt: Attempt) -> dict[str, Any]:
+    manifest = OutputManifest.objects.filter(attempt=attempt).first()
+    declared = task.normalized.get("outputs") or []
+    if manifest is None:
+        state = "pending" if declared and not attempt.is_closed else "none"
+        reason = "" if state == "pending" or not declared else "no outputs were reported for this attempt"
+        return {"attempt": attempt.number, "declared": declared, "state": state, "reason": reason, "files": []}
+    files = []
+    for row in attempt.output_files.order_by("name"):
+        item = {"name": row.name, "state": row.state, "bytes": row.bytes, "sha256": row.sha256, "reason": row.reason}
+        if row.state == OutputState.STORED:
+            link = link_mint(row)
+            item |= {"url": link.url, "expires_at": link.expires_at}
+        files.append(item)
+    return {
+        "attempt": attempt.number,
+        "declared": declared,
+        "state": manifest.state,
+        "reason": manifest.reason,
+        "store": manifest.store,
+        "reported_at": manifest.created_at,
+        "files": files,
+    }
