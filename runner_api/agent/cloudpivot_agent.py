@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
-"""CloudPivot host agent: one long-lived process per host runs every attempt of the `local` cloud.
+"""CloudPivot host agent: the one program that runs executions, on the `local` cloud's host and in task VMs.
 
 Like slurmd for a node: it asks the server for assignments (protocol v2, docs/runner.md), and for
 each one forks a tiny supervisor (a copy of this process, no exec) that forks and execs the program
 and writes its exit status to disk. The agent tails the output files and reports every attempt's
 events and log bytes in batched requests. Standard library only, single-threaded (so fork is safe),
-Python 3.8+, Linux. It reuses the Runner's helpers (server URL checks, /proc, exit descriptions).
+Python 3.8+, Linux. In a task VM it runs the one attempt its credential names (docs/runner.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import collections
 import fcntl
@@ -23,14 +22,18 @@ import signal
 import sys
 import time
 
-try:  # run as a script (its sibling modules beside it) or imported as a package module
-    import cloudpivot_runner as runner
-    from cloudpivot_agent_log import KEEP, MAX_BYTES, log, rotate_at
+try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
+    import cloudpivot_boot as boot
+    import cloudpivot_common as common
+    from cloudpivot_agent_log import log, rotate_at
+    from cloudpivot_outputs import outputs_event
     from cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from cloudpivot_sync import VERSION, Connection, Failed, Refused
 except ImportError:  # pragma: no cover - import path of the tests
-    from runner_api.agent import cloudpivot_runner as runner
-    from runner_api.agent.cloudpivot_agent_log import KEEP, MAX_BYTES, log, rotate_at
+    from runner_api.agent import cloudpivot_boot as boot
+    from runner_api.agent import cloudpivot_common as common
+    from runner_api.agent.cloudpivot_agent_log import log, rotate_at
+    from runner_api.agent.cloudpivot_outputs import outputs_event
     from runner_api.agent.cloudpivot_supervisor import crash_point, lock_held, read_json, supervise, write_json_if_room
     from runner_api.agent.cloudpivot_sync import VERSION, Connection, Failed, Refused
 
@@ -74,7 +77,7 @@ class Attempt:
         self.stop_deadline = None
         self.closed = False
         self.gone = False
-        self.grace = float(self.assignment.get("stop_grace_seconds") or runner.DEFAULT_GRACE)
+        self.grace = float(self.assignment.get("stop_grace_seconds") or common.DEFAULT_GRACE)
 
     def path(self, name: str) -> str:
         return os.path.join(self.dir, name)
@@ -86,7 +89,7 @@ class Attempt:
         if key in box["keys"]:
             return
         seq = box["next_seq"]
-        box["pending"].append({"seq": seq, "type": kind, "time": runner.utc_stamp(), "data": data})
+        box["pending"].append({"seq": seq, "type": kind, "time": common.utc_stamp(), "data": data})
         box["keys"].append(key)
         box["next_seq"] = seq + 1
         self.save_outbox()
@@ -129,7 +132,7 @@ class Attempt:
         workdir = assignment.get("workdir") or self.path("work")
         if not assignment.get("workdir"):
             os.makedirs(workdir, mode=0o700, exist_ok=True)
-        env = runner.base_environment()
+        env = common.base_environment()
         env.update({str(k): str(v) for k, v in (assignment.get("env") or {}).items() if v is not None})
         env.update(
             {
@@ -179,13 +182,13 @@ class Attempt:
 
     def program_alive(self) -> bool:
         info = self.program or {}
-        if not info.get("pid") or info.get("boot_id") != runner.read_boot_id():
+        if not info.get("pid") or info.get("boot_id") != common.read_boot_id():
             return False
-        fields = runner.read_proc_stat(int(info["pid"]))
+        fields = common.read_proc_stat(int(info["pid"]))
         return bool(fields) and fields[0] != "Z" and int(fields[19]) == info.get("start_time")
 
     def signal_program(self, number: int) -> None:
-        self.stop_signals.append(runner.signal_name(number))
+        self.stop_signals.append(common.signal_name(number))
         if self.program_alive():
             try:
                 os.killpg(int(self.program["pid"]), number)
@@ -217,7 +220,7 @@ class Attempt:
         if status is None:
             if self.program_alive():  # a supervisor killed behind our back: nobody can wait for this program
                 os.killpg(int(self.program["pid"]), signal.SIGKILL)
-            rebooted = (self.program or {}).get("boot_id") not in (None, runner.read_boot_id())
+            rebooted = (self.program or {}).get("boot_id") not in (None, common.read_boot_id())
             why = (
                 "the host rebooted while the program ran" if rebooted else "the program vanished without an exit status"
             )
@@ -225,9 +228,9 @@ class Attempt:
             self.add_event("end", "lost", {"reason": why, "interrupted": True} if rebooted else {"reason": why})
             return
         self.add_result()
-        if (outputs := runner.outputs_event(self.dir, self.assignment)) is not None:  # the manifest, then the exit
+        if (outputs := outputs_event(self.dir, self.assignment)) is not None:  # the manifest, then the exit
             self.add_event("outputs", "outputs", outputs)
-        self.add_event("end", "exited", runner.exit_data(status, self.stop_signals, self.grace))
+        self.add_event("end", "exited", common.exit_data(status, self.stop_signals, self.grace))
 
     def add_result(self) -> None:
         try:
@@ -237,13 +240,13 @@ class Attempt:
             return
         why = "it is larger than 64 KiB" if len(raw) > RESULT_MAX else ""
         try:
-            value = None if why else json.loads(raw.decode("utf-8"), parse_constant=runner.reject_constant)
+            value = None if why else json.loads(raw.decode("utf-8"), parse_constant=common.reject_constant)
         except ValueError as exc:
             why = "it is not valid JSON (%s)" % exc
         if why:
             self.add_event("result", "progress", {"message": "the result file was ignored: " + why})
         else:
-            self.add_event("result", "result", runner.result_data(value))
+            self.add_event("result", "result", common.result_data(value))
 
     # ---- reports
     def report(self, budget: int):
@@ -254,7 +257,7 @@ class Attempt:
             if acked is None:
                 complete = False
                 continue
-            size = runner.file_size(self.path(stream))
+            size = common.file_size(self.path(stream))
             count = max(0, min(size - acked, LOG_CHUNK, budget - used))
             if count:
                 try:
@@ -278,7 +281,7 @@ class Attempt:
     def has_news(self) -> bool:
         if any(event["type"] not in END_EVENTS or self.state == "ended" for event in self.outbox["pending"]):
             return True
-        return any(a is not None and runner.file_size(self.path(s)) > a for s, a in self.acked.items())
+        return any(a is not None and common.file_size(self.path(s)) > a for s, a in self.acked.items())
 
     def finished(self) -> bool:
         return self.gone or self.state == "ended" and (self.closed or not self.outbox["pending"])
@@ -299,7 +302,7 @@ class Agent:
         self.runs_dir = args.state_dir
         self.lock_inode = lock_inode
         self.name = args.name
-        self.boot_id = runner.read_boot_id()
+        self.boot_id = common.read_boot_id()
         self.attempts = {}
         self.children = {}
         self.reports = Connection(args.server_url, credential, ssl_context)
@@ -537,22 +540,6 @@ def remove_claim(path: str) -> None:
 # --------------------------------------------------------------------------- entry point
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cloudpivot_agent.py", description="Run every local attempt of this host.")
-    parser.add_argument("--server-url", required=True, help="base URL of CloudPivot")
-    parser.add_argument("--credential-file", required=True, help="file holding the agent credential (cpa_…)")
-    parser.add_argument("--state-dir", required=True, help="the runs directory: one directory per attempt")
-    parser.add_argument("--name", required=True, help="the agent's name, as the server derived its credential")
-    parser.add_argument("--ca-file", help="CA bundle to verify the server with")
-    parser.add_argument(
-        "--detach", action="store_true", help="run in the background (own session); return once the agent is up"
-    )
-    parser.add_argument("--log-max-bytes", type=int, default=MAX_BYTES, help="rotate agent.log at this size")
-    parser.add_argument("--log-keep", type=int, default=KEEP, help="rotated agent.log files kept (agent.log.1 …)")
-    parser.add_argument("--version", action="version", version="cloudpivot-agent " + VERSION)
-    return parser
-
-
 def detach():
     """Fork; the parent exits once the agent holds its lock (or could not take it), the child goes on alone."""
     ready_r, ready_w = os.pipe()
@@ -566,16 +553,18 @@ def detach():
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    args = boot.build_parser().parse_args(argv)
     try:
-        args.server_url = runner.check_server_url(args.server_url)
-        credential = runner.read_credential(args.credential_file)
-        ssl_context = runner.make_ssl_context(args.ca_file) if args.server_url.startswith("https:") else None
-        args.state_dir = os.path.abspath(args.state_dir)
+        boot.settle(args)
+        ssl_context = common.make_ssl_context(args.ca_file) if args.server_url.startswith("https:") else None
         os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
-    except (runner.ConfigError, OSError) as exc:
+        credential = boot.credential(args, ssl_context)
+    except (common.ConfigError, OSError) as exc:
         log("configuration error: %s" % exc)
         return EXIT_CONFIG
+    except Refused as exc:
+        log(str(exc))
+        return EXIT_REFUSED
     ready = detach() if args.detach else None
     lock = os.open(os.path.join(args.state_dir, "agent.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import sys
 
-try:  # run as a script (its sibling modules beside it) or imported as a package module
-    import cloudpivot_runner as runner
+try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
+    from cloudpivot_common import utc_stamp
 except ImportError:  # pragma: no cover - import path of the tests
-    from runner_api.agent import cloudpivot_runner as runner
+    from runner_api.agent.cloudpivot_common import utc_stamp
 
 MAX_BYTES = 10 * 1024 * 1024
 KEEP = 3  # agent.log.1 … agent.log.3 besides agent.log: at most 40 MB in all
@@ -26,7 +26,7 @@ _rotation = {}  # path, max_bytes, keep, pid (the agent's: its forked supervisor
 
 
 def log(message: str) -> None:
-    line = "cloudpivot-agent: %s %s\n" % (runner.utc_stamp(), message)
+    line = "cloudpivot-agent: %s %s\n" % (utc_stamp(), message)
     try:
         if _rotation.get("pid") == os.getpid():
             _rotate_if_due(len(line.encode()))

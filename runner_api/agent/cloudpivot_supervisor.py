@@ -28,10 +28,12 @@ NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 NO_ROOM_RETRY_SECONDS = 1.0
 RESULT = "result.json"
 
-try:
-    import cloudpivot_runner as runner
+try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
+    import cloudpivot_common as common
+    from cloudpivot_outputs import OUTPUTS_FILE, collect_outputs
 except ImportError:  # pragma: no cover - imported as a package module
-    from runner_api.agent import cloudpivot_runner as runner
+    from runner_api.agent import cloudpivot_common as common
+    from runner_api.agent.cloudpivot_outputs import OUTPUTS_FILE, collect_outputs
 
 
 def write_json(path: str, value) -> None:
@@ -69,7 +71,7 @@ def write_json_when_room(path: str, value) -> None:
 
 def read_json(path: str):
     try:
-        return runner.read_json(path)
+        return common.read_json(path)
     except ValueError:
         return None
 
@@ -154,8 +156,8 @@ def supervise(directory: str, spec: dict, keep: tuple) -> None:
                 break
             failure += piece
         os.close(error_r)
-        boot_id = runner.read_boot_id()
-        info = {"pid": pid, "start_time": runner.proc_start_time(pid), "boot_id": boot_id}
+        boot_id = common.read_boot_id()
+        info = {"pid": pid, "start_time": common.proc_start_time(pid), "boot_id": boot_id}
         write_json(os.path.join(directory, "program.json"), info)
         os.write(ready, b"ok")
         os.close(ready)
@@ -170,7 +172,7 @@ def supervise(directory: str, spec: dict, keep: tuple) -> None:
             status["error"] = failure.decode("utf-8", "replace")
             with open(os.path.join(directory, "stderr"), "ab") as err:
                 err.write(("cloudpivot-agent: %s\n" % status["error"]).encode("utf-8", "replace"))
-        status["finished"] = runner.utc_stamp()
+        status["finished"] = common.utc_stamp()
         if os.environ.get(RUN_AS_ENV):
             drop_empty_result(os.path.join(directory, RESULT))
         # Held (and supervisor.lock with it, so the agent waits) until the disk has room for it.
@@ -191,10 +193,10 @@ def keep_outputs(directory: str, spec: dict) -> None:
     except RunAsError:
         account = None
     try:
-        manifest = runner.collect_outputs(spec["workdir"], spec["outputs"], account.pw_uid if account else None)
+        manifest = collect_outputs(spec["workdir"], spec["outputs"], account.pw_uid if account else None)
     except Exception as exc:  # noqa: BLE001 - whatever happens here, the exit status is already kept
         manifest = {"files": [], "missing": [], "complete": False, "reason": "the outputs were not collected: %s" % exc}
-    write_json_when_room(os.path.join(directory, runner.OUTPUTS_FILE), manifest)
+    write_json_when_room(os.path.join(directory, OUTPUTS_FILE), manifest)
 
 
 def exec_program(directory: str, spec: dict, error_w: int) -> None:
@@ -223,7 +225,7 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
             else:
                 if account is not None:
                     become(account)
-                problem = runner.write_secret_files(spec.get("secret_files"))  # as the program's own user
+                problem = common.write_secret_files(spec.get("secret_files"))  # as the program's own user
                 if problem:
                     code, message = 126, problem
                 else:

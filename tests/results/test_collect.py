@@ -1,4 +1,4 @@
-"""The Runner's output collection (runner_api/agent/cloudpivot_runner.py), on real files: globs, directories,
+"""The host program's output collection (runner_api/agent/cloudpivot_outputs.py), on real files: globs, directories,
 checksums, and what it refuses to pick up (docs/data.md)."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 
-from runner_api.agent import cloudpivot_runner as runner
+from runner_api.agent import cloudpivot_outputs as outputs
 
 
 def collect(work, store, *declared):
-    return runner.collect_outputs(
+    return outputs.collect_outputs(
         str(work), {"declared": list(declared), "store": {"kind": "directory", "path": str(store)}}
     )
 
@@ -62,7 +62,7 @@ def test_a_store_it_cannot_write_to_makes_every_output_missing_with_the_reason(t
     work = tmp_path / "work"
     work.mkdir()
     (work / "a.txt").write_text("a")
-    manifest = runner.collect_outputs(str(work), {"declared": [{"path": "a.txt"}], "store": {"kind": "s3"}})
+    manifest = outputs.collect_outputs(str(work), {"declared": [{"path": "a.txt"}], "store": {"kind": "s3"}})
     assert manifest["complete"] is False
     assert manifest["missing"] == [{"name": "a.txt", "reason": "this host program cannot write to a 's3' store"}]
 
@@ -78,9 +78,9 @@ def test_a_store_that_fails_leaves_the_file_missing_not_half_written(tmp_path):
 
 def test_the_agent_reports_why_there_is_no_manifest_when_the_supervisor_died_while_collecting(tmp_path):
     assignment = {"outputs": {"declared": [{"path": "x"}], "store": {"kind": "directory", "path": "/nowhere"}}}
-    data = runner.outputs_event(str(tmp_path), assignment)
+    data = outputs.outputs_event(str(tmp_path), assignment)
     assert data["complete"] is False and "supervisor ended" in data["reason"]
-    assert runner.outputs_event(str(tmp_path), {}) is None
+    assert outputs.outputs_event(str(tmp_path), {}) is None
 
 
 def test_the_supervisor_keeps_the_manifest_and_the_agent_reports_it_before_the_exit(tmp_path):

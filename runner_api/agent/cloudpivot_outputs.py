@@ -1,0 +1,167 @@
+"""Declared outputs (docs/data.md): after the program ends, whatever the outcome, the files the task declared are
+copied to the store the assignment names, SHA-256 computed while copying, and a manifest is reported as the
+`outputs` event. A file that cannot be kept is listed as missing with the reason; it never changes the exit code.
+
+Standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import stat
+
+try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
+    from cloudpivot_common import read_json
+except ImportError:  # pragma: no cover - import path of the tests
+    from runner_api.agent.cloudpivot_common import read_json
+
+OUTPUT_MAX_FILES = 500  # the manifest must fit one event (256 KiB of JSON)
+OUTPUT_MAX_NAME = 200
+OUTPUT_CHUNK = 1024 * 1024
+OUTPUTS_FILE = "outputs.json"
+
+
+class OutputError(Exception):
+    """One output that cannot be kept; the message is the reason the manifest gives."""
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _name_problem(name: str) -> str:
+    parts = name.split("/")
+    if name.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return "not a path inside the work directory"
+    if len(name) > OUTPUT_MAX_NAME:
+        return "its name is longer than %d characters" % OUTPUT_MAX_NAME
+    return ""
+
+
+def outputs_match(workdir: str, declared: list):
+    """The files the declared outputs match, as [(stored name, path)], each name once, and the misses.
+
+    A pattern is a glob relative to the work directory; a directory it matches stands for every file under
+    it. Symbolic links are never followed out of the work directory (the copy checks where the file is)."""
+    root = os.path.realpath(workdir)
+    found, missing, names = [], [], set()
+    for entry in declared or []:
+        pattern, to = str(entry.get("path") or ""), str(entry.get("to") or "").strip("/")
+        problem = _name_problem(pattern.replace("*", "x").replace("?", "x")) or (to and _name_problem(to))
+        if problem:
+            missing.append({"name": pattern, "reason": problem})
+            continue
+        paths = []
+        for path in sorted(glob.glob(os.path.join(glob.escape(root), pattern))):
+            if os.path.isdir(path) and not os.path.islink(path):
+                for top, dirs, files in os.walk(path):
+                    dirs.sort()
+                    paths += [os.path.join(top, name) for name in sorted(files)]
+            else:
+                paths.append(path)
+        if not paths:
+            missing.append({"name": pattern, "reason": "no file matches it in the work directory"})
+        for path in paths:
+            relative = os.path.relpath(path, root)
+            name = to + "/" + relative if to else relative
+            if name in names:
+                continue
+            names.add(name)
+            problem = _name_problem(name)
+            if problem:
+                missing.append({"name": name[:OUTPUT_MAX_NAME], "reason": problem})
+            elif len(found) >= OUTPUT_MAX_FILES:
+                missing.append({"name": name, "reason": "more than %d files are declared" % OUTPUT_MAX_FILES})
+            else:
+                found.append((name, path))
+    return found, missing
+
+
+def output_copy(path: str, root: str, destination: str, owner=None):
+    """Copy one file to `destination` (atomically: a temporary name, then renamed), hashing as it goes.
+
+    Returns (bytes, sha256 hex); raises OutputError. `owner`: the uid the file must belong to (programs run
+    as another account: a root copier must not pick up what the account could only link to)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise OutputError("cannot be read: %s" % (exc.strerror or exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OutputError("not a regular file")
+        if owner is not None and info.st_uid != owner:
+            raise OutputError("not owned by the program's account")
+        try:
+            real = os.readlink("/proc/self/fd/%d" % fd)
+        except OSError:
+            real = os.path.realpath(path)
+        if not _inside(real, os.path.realpath(root)):
+            raise OutputError("it leads outside the work directory")
+        digest, size = hashlib.sha256(), 0
+        tmp = "%s.part-%d" % (destination, os.getpid())
+        try:
+            os.makedirs(os.path.dirname(destination), mode=0o700, exist_ok=True)
+            with os.fdopen(os.dup(fd), "rb") as source, open(tmp, "wb") as target:
+                while True:
+                    chunk = source.read(OUTPUT_CHUNK)
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    target.write(chunk)
+                    size += len(chunk)
+            os.replace(tmp, destination)
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise OutputError("could not be stored: %s" % (exc.strerror or exc)) from None
+        return size, digest.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def collect_outputs(workdir: str, outputs: dict, owner=None) -> dict:
+    """Copy the declared outputs to the assignment's store target; return the manifest (the `outputs` event).
+
+    The manifest: {"files": [{name, bytes, sha256, ref}], "missing": [{name, reason}], "complete", "reason"}."""
+    store = (outputs or {}).get("store") or {}
+    files, missing = [], []
+    try:
+        found, missing = outputs_match(workdir, (outputs or {}).get("declared") or [])
+    except OSError as exc:
+        found, missing = [], [{"name": "*", "reason": "the work directory cannot be read: %s" % exc}]
+    if found and store.get("kind") != "directory":
+        # A store this program cannot write to (an object store's upload URLs come in a later version).
+        why = "this host program cannot write to a %r store" % store.get("kind")
+        missing += [{"name": name, "reason": why} for name, _ in found]
+        found = []
+    for name, path in found:
+        try:
+            size, sha = output_copy(path, workdir, os.path.join(str(store.get("path")), name), owner)
+        except OutputError as exc:
+            missing.append({"name": name, "reason": str(exc)})
+            continue
+        files.append({"name": name, "bytes": size, "sha256": sha, "ref": name})
+    reason = ""
+    if missing:
+        reason = "%d of %d outputs not kept: %s" % (len(missing), len(missing) + len(files), missing[0]["reason"])
+    return {"files": files, "missing": missing, "complete": not missing, "reason": reason[:2000]}
+
+
+def outputs_event(directory: str, assignment: dict):
+    """The `outputs` event's data for an attempt that declared outputs (None otherwise): the supervisor's
+    manifest, or why there is none (it ended before it finished collecting)."""
+    if not (assignment.get("outputs") or {}).get("declared"):
+        return None
+    try:
+        manifest = read_json(os.path.join(directory, OUTPUTS_FILE))
+    except ValueError:
+        manifest = None
+    if isinstance(manifest, dict):
+        return manifest
+    why = "the outputs were not collected: the supervisor ended before it had copied them"
+    return {"files": [], "missing": [], "complete": False, "reason": why}
