@@ -1,8 +1,11 @@
 """Builders for the rows tests need: task documents, tasks in given states (made through the services,
-no cloud needed), and instance and snapshot rows (written directly: the cloud side is the test's to play).
+no cloud needed; `ran` also sets when its attempt held its cores, for usage), and instance and snapshot rows
+(written directly: the cloud side is the test's to play).
 """
 
 from __future__ import annotations
+
+import datetime as dt
 
 from django.db import transaction
 
@@ -59,6 +62,16 @@ def finished(user, *, exit_code: int = 0, log: bytes = b"hello\n", **spec) -> Ta
         {"type": "exited", "data": {"exit_code": exit_code}},
     )
     task.refresh_from_db()
+    return task
+
+
+def ran(user, *, began: dt.datetime, ended: dt.datetime | None, cpu: float, memory_mb: int = 0, gpu: int = 0) -> Task:
+    """A task whose attempt held `cpu` cores (and memory, GPUs) over [began, ended)."""
+    task = finished(user)
+    Task.objects.filter(pk=task.pk).update(
+        normalized=task.normalized | {"resources": {"cpu": cpu, "memory_mb": memory_mb, "gpu": gpu}}
+    )
+    Attempt.objects.filter(task=task).update(program_started_at=began, finished_at=ended)
     return task
 
 
