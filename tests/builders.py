@@ -1,6 +1,6 @@
 """Builders for the rows tests need: task documents, tasks in given states (made through the services,
-no cloud needed; `ran` also sets when its attempt held its cores, for usage), and instance and snapshot rows
-(written directly: the cloud side is the test's to play).
+no cloud needed; `ran` also sets when its attempt held its cores, for usage), and instance, operation and
+snapshot rows (written directly: the cloud side is the test's to play).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db import transaction
+from django.utils import timezone
 
 from cloudpivot import credentials
 from resources.models import Instance, Operation, Snapshot
@@ -106,6 +107,26 @@ def operation_failed(
         operation_transition(operation=operation, to="running", claimed_by="a worker")
     with transaction.atomic():
         operation_transition(operation=operation, to="failed", error_message=message, error_kind="failed")
+    return operation
+
+
+def left_by_a_dead_worker(instance, action, *, called: bool, resumes: int = 0, **params) -> Operation:
+    """`running`, claimed by a worker whose lease ran out a second ago, as SIGKILL leaves it."""
+    now = timezone.now()
+    operation = Operation.objects.create(
+        project=instance.project,
+        instance=instance,
+        action=action,
+        params=params,
+        requested_by=instance.owner,
+        state="running",
+        started_at=now - dt.timedelta(seconds=10),
+        claimed_by="elsewhere:1:dead",
+        lease_until=now - dt.timedelta(seconds=1),
+        resumes=resumes,
+        called_at=now - dt.timedelta(seconds=9) if called else None,
+    )
+    Instance.objects.filter(pk=instance.pk).update(operation=operation)
     return operation
 
 

@@ -14,7 +14,6 @@ from clusters.models import CloudConnection
 from resources.choices import InstanceStatus
 from resources.models import Instance, Operation
 from tasks.models import Task
-from tests.resources.test_cloud_quota import full_tenant  # noqa: F401 - the fixture: a project with 0 instances
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +56,7 @@ def test_a_flavor_larger_than_any_compute_host_never_fits(api, os_world):
     assert not Instance.objects.exists() and not Task.objects.exists()
 
 
-def test_a_project_quota_of_zero_never_fits(api, world, full_tenant):  # noqa: F811 - the imported fixture
+def test_a_project_quota_of_zero_never_fits(api, world, full_tenant):
     connection = CloudConnection.objects.create(
         cloud_id="os-full",
         backend="openstack",

@@ -22,6 +22,7 @@ from resources.models import Instance
 from resources.services import instances_refresh
 from tests.helpers import wait_for
 from tests.resources.kubevirt_world import Worker, accepted, succeeded
+from tests.resources.openstack_support import create
 from tests.resources.ssh_access import keys_for_bob, set_options
 
 
@@ -37,11 +38,6 @@ def login_entry(document: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------- OpenStack
-def create(api, **extra):
-    document = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
-    return api("bob").post("/api/v1/instances", document | extra, format="json")
-
-
 @pytest.mark.e2e
 def test_an_openstack_server_gets_the_chosen_keys_and_the_api_gives_the_ssh_command(os_instances, api, tmp_path):
     keys = keys_for_bob(os_instances.world, tmp_path)
