@@ -1,8 +1,8 @@
 """Will it fit? against the development OpenStack: the dry runs of a task and of an instance read the
 project's compute quota and compare the flavor with the largest compute host (the fake driver's).
 
-A project of its own with an instance quota of 0 (test_cloud_quota's `full_tenant`) never fits; the flavor
-`cp.nohost` (more disk than any host: up.sh) never fits; `cp.tiny` in the admin project starts now.
+A project of its own with an instance quota of 0 (`full_tenant`, a fixture of tests/resources/conftest.py) never
+fits; the flavor `cp.nohost` (more disk than any host: up.sh) never fits; `cp.tiny` in the admin project starts now.
 """
 
 from __future__ import annotations
