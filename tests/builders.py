@@ -1,10 +1,14 @@
 """Builders for the rows tests need: task documents, tasks in given states (made through the services,
-no cloud needed), and instance and snapshot rows (written directly: the cloud side is the test's to play).
+no cloud needed; `ran` also sets when its attempt held its cores, for usage), and instance, operation and
+snapshot rows (written directly: the cloud side is the test's to play).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.db import transaction
+from django.utils import timezone
 
 from cloudpivot import credentials
 from resources.models import Instance, Operation, Snapshot
@@ -62,6 +66,16 @@ def finished(user, *, exit_code: int = 0, log: bytes = b"hello\n", **spec) -> Ta
     return task
 
 
+def ran(user, *, began: dt.datetime, ended: dt.datetime | None, cpu: float, memory_mb: int = 0, gpu: int = 0) -> Task:
+    """A task whose attempt held `cpu` cores (and memory, GPUs) over [began, ended)."""
+    task = finished(user)
+    Task.objects.filter(pk=task.pk).update(
+        normalized=task.normalized | {"resources": {"cpu": cpu, "memory_mb": memory_mb, "gpu": gpu}}
+    )
+    Attempt.objects.filter(task=task).update(program_started_at=began, finished_at=ended)
+    return task
+
+
 def running(user, **spec) -> tuple[Task, Attempt]:
     task = submit(user, **spec)
     attempt = admit(task)
@@ -93,6 +107,26 @@ def operation_failed(
         operation_transition(operation=operation, to="running", claimed_by="a worker")
     with transaction.atomic():
         operation_transition(operation=operation, to="failed", error_message=message, error_kind="failed")
+    return operation
+
+
+def left_by_a_dead_worker(instance, action, *, called: bool, resumes: int = 0, **params) -> Operation:
+    """`running`, claimed by a worker whose lease ran out a second ago, as SIGKILL leaves it."""
+    now = timezone.now()
+    operation = Operation.objects.create(
+        project=instance.project,
+        instance=instance,
+        action=action,
+        params=params,
+        requested_by=instance.owner,
+        state="running",
+        started_at=now - dt.timedelta(seconds=10),
+        claimed_by="elsewhere:1:dead",
+        lease_until=now - dt.timedelta(seconds=1),
+        resumes=resumes,
+        called_at=now - dt.timedelta(seconds=9) if called else None,
+    )
+    Instance.objects.filter(pk=instance.pk).update(operation=operation)
     return operation
 
 

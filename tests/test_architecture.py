@@ -8,7 +8,8 @@ they do not remove them; only `if TYPE_CHECKING:` blocks are skipped, they never
 - each cloud SDK is imported only inside its backend package;
 - the core of an app imports only its own app and the layers below it (interfaces may import any core);
 - no source file over 600 lines (the single-file Runner excepted);
-- the state of a Task, an Attempt and an Operation is written only by its one writer module.
+- the state of a Task, an Attempt and an Operation is written only by its one writer module;
+- no test module (tests/**/test_*.py) imports another: what tests share lives in a support module or a fixture.
 
 Every violation fails at once, with the path or the line that breaks the rule.
 """
@@ -23,6 +24,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from tests.graphs import cycle_path, strongly_connected
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
@@ -155,67 +158,6 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
         if edge.target in graph and edge.target != edge.importer:
             graph[edge.importer].add(edge.target)
     return graph
-
-
-def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
-    """Tarjan's algorithm, iterative; components of two or more modules are import cycles."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    components: list[set[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.add(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    components.append(component)
-    return components
-
-
-def cycle_path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
-    """One concrete cycle through the component's first module: a → b → … → a (shortest, by BFS)."""
-    start = min(component)
-    previous: dict[str, str] = {}
-    queue = [start]
-    while queue:
-        node = queue.pop(0)
-        for child in sorted(graph[node] & component):
-            if child == start:
-                path = [node]
-                while path[-1] != start:
-                    path.append(previous[path[-1]])
-                return [*reversed(path), start]
-            if child not in previous:
-                previous[child] = node
-                queue.append(child)
-    raise AssertionError(f"no cycle through {start} in {sorted(component)}")
 
 
 def allowed_cycles() -> dict[frozenset[str], str]:
@@ -594,3 +536,60 @@ def test_the_cross_app_rule_sees_a_write_through_a_queryset_chain(tmp_path):
         (tmp_path / app / "__init__.py").write_text("")
         (tmp_path / app / ("models.py" if app == "alpha" else "jobs.py")).write_text(text)
     assert cross_app_writes(tmp_path) == ["beta.jobs:5 writes alpha's Thing (update)"]
+
+
+# ---------------------------------------------------------------------------- (g) test modules import no test module
+# Test modules that still import another, each with its reason; delete the entry once its import is gone.
+TEST_IMPORTS_ALLOWED = {
+    # its sync helpers and the `agent` fixture come from test_sync_protocol.py; tests/runner_api/ is another
+    # change's to rework (issue 32 item 6): they move to tests/runner_api/support.py or its conftest.py then
+    "tests/runner_api/test_sync_bulk_apply.py",
+}
+
+
+def imports_of_test_modules(root: Path = ROOT) -> list[str]:
+    """`path:line imports module` for each import of a test module in a test module (relative ones resolved,
+    imports inside functions too): `from tests.x.test_y import …`, `from .test_y import …`, `from . import test_y`."""
+    found = []
+    for path in sorted((root / "tests").rglob("test_*.py")):
+        relative = path.relative_to(root)
+        package = list(relative.parent.parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the importer's package
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                if parts[0].startswith("test_") or (parts[0] == "tests" and any(p.startswith("test_") for p in parts)):
+                    found.append((relative.as_posix(), node.lineno, target))
+                    break
+    return [f"{path}:{line} imports {target}" for path, line, target in sorted(found)]
+
+
+def test_no_test_module_imports_another_test_module():
+    found = imports_of_test_modules()
+    mine = [line for line in found if line.split(":")[0] not in TEST_IMPORTS_ALLOWED]
+    assert not mine, _report("test modules importing a test module (move what they share out of it)", mine)
+    stale = sorted(TEST_IMPORTS_ALLOWED - {line.split(":")[0] for line in found})
+    assert not stale, f"in TEST_IMPORTS_ALLOWED but importing no test module now (delete them): {stale}"
+
+
+def test_the_test_import_rule_sees_absolute_relative_and_hidden_imports(tmp_path):
+    (tmp_path / "tests" / "area").mkdir(parents=True)
+    (tmp_path / "tests" / "area" / "support.py").write_text("from tests.area.test_b import x\n")  # not a test module
+    (tmp_path / "tests" / "area" / "test_a.py").write_text(
+        "from tests.area.test_b import helper\nfrom . import support, test_b\nfrom .support import fine\n"
+        "import tests.area.test_b\nfrom tests.area import test_b\nfrom ..other.test_c import y\n"
+        "from tests import builders, helpers\ndef f():\n    from .test_b import hidden\n"
+    )
+    assert imports_of_test_modules(tmp_path) == [
+        f"tests/area/test_a.py:{line} imports {target}"
+        for line, target in [(1, "tests.area.test_b"), (2, "tests.area.test_b"), (4, "tests.area.test_b"),
+                             (5, "tests.area.test_b"), (6, "tests.other.test_c"), (9, "tests.area.test_b")]
+    ]  # fmt: skip

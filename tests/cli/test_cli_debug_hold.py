@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.services import reconcile_pass
-from tests.clusters.test_kubernetes_debug_hold import failed_and_held
+from tests.clusters.debug_hold import failed_and_held
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

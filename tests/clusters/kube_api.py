@@ -10,6 +10,8 @@ import kmock
 JOBS = kmock.resource("batch", "v1", "jobs")
 PODS = kmock.resource("", "v1", "pods")
 NODES = kmock.resource("", "v1", "nodes")
+RESOURCE_QUOTAS = kmock.resource("", "v1", "resourcequotas")
+LIMIT_RANGES = kmock.resource("", "v1", "limitranges")
 NAMESPACES = kmock.resource("", "v1", "namespaces")
 PVCS = kmock.resource("", "v1", "persistentvolumeclaims")
 REVIEWS = kmock.resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews")

@@ -16,7 +16,7 @@ from tasks.selectors import task_quota_usage
 from tasks.services import reconcile_pass
 from tasks.services.reconcile import cleanups_pending, reconcile_due_at
 from tests import helpers
-from tests.clusters.kube_cluster import container_status, now_text
+from tests.clusters.debug_hold import failed_and_held, job_name, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,44 +28,6 @@ def held_cloud(kube_connection, monkeypatch):
     kube_connection.options = kube_connection.options | {"debug_hold_max_minutes": 30}
     kube_connection.save()
     return kube_connection
-
-
-def submit(api, user: str = "bob", **spec) -> Task:
-    document = {"cloud": "k3s-lab", "image": "python:3.12-slim", "command": ["python3", "-c", "boom()"], **spec}
-    response = api(user).post("/api/v1/tasks", document, format="json")
-    assert response.status_code == 201, response.json()
-    return Task.objects.get(pk=response.json()["id"])
-
-
-def job_name(task: Task, number: int = 1) -> str:
-    return f"cp-{task.id.hex}-{number}"
-
-
-def fail_with_debug_container_up(kube, name: str, exit_code: int = 3) -> None:
-    """The kubelet's view after the program failed in a pod with a hold: `main` ended, `debug` still runs."""
-    kube.set_pod_status(
-        name,
-        {
-            "phase": "Running",
-            "startTime": now_text(),
-            "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
-            "containerStatuses": [
-                container_status(terminated=(exit_code, "Error")),
-                {**container_status(running=True), "name": "debug"},
-            ],
-        },
-    )
-
-
-def failed_and_held(kube, api, **spec) -> tuple[Task, str]:
-    task = submit(api, debug_hold_minutes=20, **spec)
-    reconcile_pass()
-    name = job_name(task)
-    kube.run(name)
-    helpers.drive(task, until={"RUNNING"})
-    fail_with_debug_container_up(kube, name)
-    task = helpers.drive(task, until={"FAILED", "RETRY_WAIT", "SUCCEEDED", "UNKNOWN"})
-    return task, name
 
 
 def attempts(api, task: Task, user: str = "bob") -> list[dict]:

@@ -22,7 +22,7 @@ from resources.backends.kubevirt import KubeVirtInstances, vm_name
 from resources.choices import InstanceStatus, SnapshotStatus
 from resources.models import Instance, Snapshot
 from tests.clusters.kube_api import JOBS, VM_SNAPSHOTS, VMS
-from tests.clusters.test_orphans_kubernetes import job, ours
+from tests.plugins.kube import job, ours
 
 pytestmark = pytest.mark.django_db(transaction=True)
 IMAGE = "quay.io/containerdisks/fedora:40"

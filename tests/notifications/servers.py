@@ -1,19 +1,24 @@
 """Servers the notification tests talk to over real sockets on loopback: an SMTP server (aiosmtpd, its own
-process) and hostile webhook receivers (threads of the test process, each a plain TCP server that answers
-what no HTTP server should)."""
+process), the signed-webhook receiver (webhook_receiver.py, its own process; `received` reads what it got,
+`pump_until` delivers to it as the pump job does) and hostile webhook receivers (threads of the test process,
+each a plain TCP server that answers what no HTTP server should)."""
 
 from __future__ import annotations
 
+import json
 import mailbox
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests import helpers
+
+RECEIVER = Path(__file__).with_name("webhook_receiver.py")
 
 
 @contextmanager
@@ -42,6 +47,28 @@ def answers(port: int) -> bool:
 def mail_times(maildir: Path) -> list[float]:
     """When each stored mail was written (its file's mtime, in time.time() seconds)."""
     return [path.stat().st_mtime for path in (maildir / "new").glob("*")] if (maildir / "new").exists() else []
+
+
+def start_receiver(port: int, secret: str, log: Path) -> subprocess.Popen:
+    """The signed-webhook receiver process on 127.0.0.1:`port`, checking signatures with `secret`, logging to `log`."""
+    process = subprocess.Popen([sys.executable, str(RECEIVER), str(port), secret, str(log)], start_new_session=True)
+    helpers.wait_for(lambda: answers(port), timeout=10, what="the receiver to listen")
+    return process
+
+
+def received(log: Path) -> list[dict]:
+    """What the receiver logged, one dict a request (see webhook_receiver.py)."""
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def pump_until(condition: Callable[[], object], *, timeout: float = 30) -> None:
+    """Run the notifications pump, as its job does, until `condition()` holds; fail at the deadline."""
+    from notifications import jobs
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "deliveries did not arrive in time"
+        jobs.pump(seconds=0.5)
 
 
 HOSTILE_KINDS = ("garbage status line", "oversized headers", "trickled status line")

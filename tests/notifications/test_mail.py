@@ -15,7 +15,6 @@ from django.utils import timezone
 from cloudpivot.accounts.models import Role
 from notifications import jobs
 from tests import builders, helpers
-from tests.usage.test_usage import ran
 from usage import jobs as usage_jobs
 
 
@@ -91,7 +90,7 @@ def test_a_projects_admins_are_mailed_at_80_and_at_100_percent_of_its_budget_onc
     jobs.pump(seconds=0.1)  # the mail cursor starts here
     now = timezone.now()
     month = now.strftime("%Y-%m")
-    ran(world.bob, began=now - dt.timedelta(seconds=60), ended=now, cpu=60)  # 1 core-hour this month
+    builders.ran(world.bob, began=now - dt.timedelta(seconds=60), ended=now, cpu=60)  # 1 core-hour this month
     get_user_model().objects.filter(pk=world.rita.pk).update(email="")  # an admin without an address: no mail
     world.alpha.memberships.filter(user=world.rita).update(role=Role.ADMIN)
     root = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
@@ -115,7 +114,7 @@ def test_a_projects_admins_are_mailed_at_80_and_at_100_percent_of_its_budget_onc
     jobs.pump(seconds=0.1)
     assert len(smtp()) == 1
 
-    ran(world.bob, began=now - dt.timedelta(seconds=60), ended=now, cpu=60)  # 2 core-hours
+    builders.ran(world.bob, began=now - dt.timedelta(seconds=60), ended=now, cpu=60)  # 2 core-hours
     usage_jobs.sweep()
     usage_jobs.sweep()
     jobs.pump(seconds=0.1)

@@ -1,14 +1,11 @@
 """Issue 34, item 2: one bad webhook receiver or one bad mail never stops or delays the notifications pump.
 
 Hostile receivers are real TCP servers on loopback (tests/notifications/servers.py); the good receiver is the
-receiver process of test_webhooks; mails go to a real SMTP server.
+signed-webhook receiver process (servers.start_receiver); mails go to a real SMTP server.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,9 +16,14 @@ from notifications import jobs
 from notifications.models import DeliveryState, FeedEvent, FeedSequence, MailCursor, WebhookDelivery
 from tasks.models import Task, TaskEvent
 from tests import builders, helpers
-from tests.notifications.servers import HOSTILE_KINDS, HostileReceiver, answers, mail_times, smtp_server
-
-RECEIVER = Path(__file__).with_name("webhook_receiver.py")
+from tests.notifications.servers import (
+    HOSTILE_KINDS,
+    HostileReceiver,
+    mail_times,
+    received,
+    smtp_server,
+    start_receiver,
+)
 
 
 @pytest.fixture
@@ -46,10 +48,7 @@ def good_receiver(api, tmp_path):
     port = helpers.free_port()
     endpoint = subscribe(api, f"http://127.0.0.1:{port}/hooks")
     log = tmp_path / "good.jsonl"
-    process = subprocess.Popen(
-        [sys.executable, str(RECEIVER), str(port), endpoint["secret"], str(log)], start_new_session=True
-    )
-    helpers.wait_for(lambda: answers(port), timeout=10, what="the receiver to listen")
+    process = start_receiver(port, endpoint["secret"], log)
     yield log
     helpers.stop_process_group(process)
 
@@ -60,10 +59,6 @@ def subscribe(api, url: str) -> dict:
     )
     assert response.status_code == 201, response.json()
     return response.json()
-
-
-def received(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 @pytest.mark.parametrize("kind", HOSTILE_KINDS)

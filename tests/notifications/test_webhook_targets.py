@@ -8,19 +8,16 @@ differently the second time. Receivers are real servers on loopback.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from notifications import http_post
 from notifications.webhooks import target_refusal
 from tests import helpers
-from tests.notifications.servers import TLSReceiver, tls_files
+from tests.notifications.servers import RECEIVER, TLSReceiver, received, tls_files
 
-RECEIVER = Path(__file__).with_name("webhook_receiver.py")
 NAME = "hooks.rebind.test"  # .test never resolves for real: only the resolver the test installs answers it
 
 
@@ -59,10 +56,6 @@ def listening(address: str, port: int) -> bool:
 
     with socket.socket() as probe:
         return probe.connect_ex((address, port)) == 0
-
-
-def received(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 def signed_headers() -> dict[str, str]:

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -17,8 +12,7 @@ from notifications import jobs
 from notifications.models import DeliveryState, WebhookDelivery, WebhookEndpoint
 from tasks.models import TaskEvent
 from tests import builders, helpers
-
-RECEIVER = Path(__file__).with_name("webhook_receiver.py")
+from tests.notifications.servers import answers, pump_until, received, start_receiver
 
 
 @pytest.fixture
@@ -26,32 +20,10 @@ def private_targets(settings):
     settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True  # the receiver is on loopback
 
 
-def start_receiver(port: int, secret: str, log: Path) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, str(RECEIVER), str(port), secret, str(log)], start_new_session=True)
-    helpers.wait_for(lambda: port_open(port), timeout=10, what="the receiver to listen")
-    return process
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def received(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
 def subscribe(api, **body) -> dict:
     response = api("alice").post("/api/v1/webhooks", {"project": "alpha", **body}, format="json")
     assert response.status_code == 201, response.json()
     return response.json()
-
-
-def pump_until(condition, *, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "deliveries did not arrive in time"
-        jobs.pump(seconds=0.5)
 
 
 def test_it_delivers_each_transition_once_signed_and_again_after_the_receiver_was_down(
@@ -177,7 +149,7 @@ def test_a_receiver_down_for_a_whole_minute_then_gets_every_transition_once_and_
         pump_until(lambda: len(received(log)) >= TaskEvent.objects.filter(task=before, type="state").count())
     finally:
         helpers.stop_process_group(receiver)
-    assert not port_open(port)
+    assert not answers(port)
 
     down_at = time.monotonic()
     while_down = [builders.finished(world.bob, exit_code=3)]

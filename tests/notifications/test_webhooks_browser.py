@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from notifications.models import DeliveryState, WebhookDelivery, WebhookEndpoint
 from tests import builders, helpers
-from tests.notifications.test_webhooks import pump_until, received, start_receiver
+from tests.notifications.servers import pump_until, received, start_receiver
 from tests.plugins.browser import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -1,6 +1,6 @@
 """The Kubernetes side: a realistic kmock API server on loopback (tests/clusters/kube_fixture.py), a token
 file for it, connections to it (`kube_connection`, the lab one; `kube_connection_to` builds any other), and Job
-manifests as CloudPivot labels them."""
+manifests as CloudPivot labels them, Node manifests as a cluster reports them."""
 
 from __future__ import annotations
 
@@ -93,4 +93,20 @@ def ours(attempt: str, **extra: str) -> dict[str, str]:
         LABEL_ATTEMPT: attempt,
         LABEL_TASK: "0f0e0d0c-0000-4000-8000-000000000000",
         **extra,
+    }
+
+
+def node(name: str, *, cpu: str, memory: str, gpus: str | None = None, ready: bool = True, labels=None) -> dict:
+    """A v1 Node with this allocatable CPU, memory and GPUs (`nvidia.com/gpu`), Ready unless told."""
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    if gpus is not None:
+        allocatable["nvidia.com/gpu"] = gpus
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
     }

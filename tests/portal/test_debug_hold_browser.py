@@ -13,7 +13,7 @@ from tasks.models import Attempt
 from tasks.services import reconcile_pass
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.clusters.test_kubernetes_debug_hold import fail_with_debug_container_up
+from tests.clusters.debug_hold import fail_with_debug_container_up
 from tests.plugins.browser import screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

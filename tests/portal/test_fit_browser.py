@@ -10,10 +10,10 @@ from playwright.sync_api import expect
 from cloudpivot.accounts.models import Quota
 from resources.models import Instance
 from tasks.models import Task
-from tests.clusters.kube_api import NODES
+from tests.clusters.kube_api import NODES, RESOURCE_QUOTAS
 from tests.plugins.browser import screenshot
+from tests.plugins.kube import node
 from tests.plugins.openstack import os_dev_connection
-from tests.tasks.test_fit import RESOURCE_QUOTAS, node
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -2,11 +2,14 @@
 
 `snapshot_filler` plays the part of a real hypervisor's snapshot upload, which Nova's fake driver
 skips: it fills each queued snapshot image CloudPivot asked for with bytes, as the recipe's harness does.
+`os_volumes` boots from Cinder root volumes; `full_tenant` is a project whose Nova quota allows no instance.
+The steps these tests share are in tests/resources/openstack_support.py.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from types import SimpleNamespace
 
 import openstack
@@ -18,7 +21,7 @@ from django_q.conf import Conf
 from clusters.models import CloudConnection
 from resources.models import Operation
 from resources.services import operation_run
-from tests.plugins.openstack import INSTALLATION
+from tests.plugins.openstack import INSTALLATION, sweep_volumes, tenant_of_its_own
 from tests.resources.kubevirt_world import kv  # noqa: F401 - the KubeVirt cluster fixture, for test_kubevirt*.py
 
 
@@ -110,3 +113,40 @@ def operations_worker(os_instances):
     stop.set()
     thread.join(timeout=90)
     assert not errors, errors
+
+
+@pytest.fixture
+def os_volumes(os_instances):
+    """os_instances with `root_disk: volume`; `other_server()` boots a server not CloudPivot's; ours swept after."""
+    os_instances.connection.options["root_disk"] = "volume"
+    os_instances.connection.save()
+    conn, others = os_instances.conn, []
+    os_instances.other_server = lambda **kw: others.append(other_server(conn, **kw)) or others[-1]
+    yield os_instances
+    for server in others:
+        conn.compute.delete_server(server, ignore_missing=True)
+    sweep_volumes(conn, installation=INSTALLATION)  # whatever a failed test left of ours
+
+
+def other_server(conn, *, volume_id: str = ""):
+    """A server that is not CloudPivot's, booted from the image; with `volume_id` attached to it."""
+    server = conn.compute.create_server(
+        name=f"someone-elses-{uuid.uuid4().hex[:6]}",
+        flavor_id=conn.compute.find_flavor("cp.tiny").id,
+        image_id=conn.image.find_image("cp-runner-fake").id,
+        networks="none",
+    )
+    server = conn.compute.wait_for_server(server, status="ACTIVE", interval=1, wait=120)
+    if volume_id:
+        conn.compute.create_volume_attachment(server, volume_id=volume_id)
+        conn.block_storage.wait_for_status(conn.block_storage.get_volume(volume_id), "in-use", interval=1, wait=60)
+    return server
+
+
+@pytest.fixture
+def full_tenant(openstack_cloud, tmp_path):
+    """A Keystone project of its own (cloud `full` in its clouds.yaml) whose instance quota in Nova is 0."""
+    conn = openstack_cloud.conn
+    with tenant_of_its_own(openstack_cloud, tmp_path, cloud="full") as tenant:
+        conn.set_compute_quotas(tenant.project.id, instances=0)
+        yield SimpleNamespace(clouds_yaml=tenant.clouds_yaml, image=tenant.image)

@@ -1,4 +1,5 @@
-"""The KubeVirt test world: a `kv` cluster fixture, and a worker thread per operation job, as django-q runs them.
+"""The KubeVirt test world: a `kv` cluster fixture, a worker thread per operation job, as django-q runs them, and
+the steps the tests share (a running VM, a delete keeping its disks, a guest of someone else's on a disk).
 
 Shared by tests/resources/test_kubevirt*.py; `kv` reaches them through tests/resources/conftest.py.
 """
@@ -13,6 +14,7 @@ from django.db import connections
 
 from resources import jobs
 from resources.models import Instance, Operation
+from tests.clusters.kube_api import VMIS
 from tests.helpers import wait_for
 from tests.plugins.kube import kube_connection_to
 
@@ -114,3 +116,28 @@ def create_running(api, cluster, cloud="kv-lab", name="vm1", **extra) -> tuple[s
     cluster.vm_running(vm_name)
     succeeded(worker)
     return instance_id, vm_name
+
+
+def delete_keeping(api, kv, instance_id: str, name: str, volumes: str = "keep"):
+    """A delete through the API, KubeVirt playing its part: the VM stopped, then gone once its finalizer ran."""
+    delete = Worker(accepted(act(api, instance_id, "delete", volumes=volumes)))
+    wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "Halted", what="runStrategy Halted")
+    kv.vm_stopped(name)
+    wait_for(lambda: kv.vm(name)["metadata"].get("deletionTimestamp"), what="the VM to be deleted")
+    kv.vm_deletion_finished(name)
+    return succeeded(delete)
+
+
+def guest_on(kv, disk: str, vmi: str = "someone-elses-vm") -> str:
+    """A VirtualMachineInstance (not CloudPivot's) running on the disk: what KubeVirt would write through."""
+    kv.put(
+        VMIS,
+        NS,
+        {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": vmi},
+            "spec": {"volumes": [{"name": "data", "dataVolume": {"name": disk}}]},
+        },
+    )
+    return f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances/{vmi}"

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from cloudpivot.accounts.ssh_keys import ssh_key_create
 from resources.services import instances_refresh
 from tests.resources.kubevirt_world import Worker, accepted, act, asked, create_running, succeeded
-from tests.resources.test_browser_ssh_access import keygen
+from tests.resources.ssh_access import keygen
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,7 @@ from playwright.sync_api import expect
 
 from resources.models import KeptVolume, Operation
 from tests.clusters.kube_api import DATA_VOLUMES
-from tests.resources.kubevirt_world import Worker, create_running, succeeded
-from tests.resources.test_kept_volumes import delete_keeping, guest_on
+from tests.resources.kubevirt_world import Worker, create_running, delete_keeping, guest_on, succeeded
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -13,8 +13,7 @@ from playwright.sync_api import expect
 from cloudpivot.accounts.models import Quota
 from resources import jobs
 from resources.models import KeptVolume, Operation
-from tests.resources.test_openstack_instances import act
-from tests.resources.test_openstack_volumes import os_volumes, running_on_a_volume  # noqa: F401 - the fixture
+from tests.resources.openstack_support import act, running_on_a_volume
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -28,7 +27,7 @@ def fit_outcome(api) -> str:
     return response.json()["outcome"]
 
 
-def test_bob_reclaims_a_kept_cinder_volume_from_the_instances_page(os_volumes, api, open_page, world):  # noqa: F811
+def test_bob_reclaims_a_kept_cinder_volume_from_the_instances_page(os_volumes, api, open_page, world):
     Quota.objects.create(project=world.alpha, max_volume_gb=1)
     conn = os_volumes.conn
     instance, volume = running_on_a_volume(api, os_volumes)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import re
-import subprocess
 
 import pytest
 import yaml
@@ -20,16 +19,9 @@ from resources.models import Instance
 from resources.services import instances_refresh
 from tests.plugins.browser import screenshot
 from tests.resources.kubevirt_world import create_running
+from tests.resources.ssh_access import keygen
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def keygen(tmp_path, name: str) -> tuple[str, str, str]:
-    """(public line, private key, fingerprint as ssh-keygen prints it), made by the real ssh-keygen."""
-    path = tmp_path / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"bob@{name}", "-f", str(path)], check=True)
-    printed = subprocess.run(["ssh-keygen", "-l", "-f", f"{path}.pub"], check=True, capture_output=True, text=True)
-    return (tmp_path / f"{name}.pub").read_text().strip(), path.read_text(), printed.stdout.split()[1]
 
 
 def test_bob_keeps_ssh_keys_on_his_settings_page(open_page, world, tmp_path):

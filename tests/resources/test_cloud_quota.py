@@ -7,23 +7,12 @@ image) stands for a tenant whose cloud allowance is used up; the refusal reaches
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from clusters.models import CloudConnection
 from resources.models import Instance, Operation
-from tests.plugins.openstack import tenant_of_its_own
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def full_tenant(openstack_cloud, tmp_path):
-    conn = openstack_cloud.conn
-    with tenant_of_its_own(openstack_cloud, tmp_path, cloud="full") as tenant:
-        conn.set_compute_quotas(tenant.project.id, instances=0)
-        yield SimpleNamespace(clouds_yaml=tenant.clouds_yaml, image=tenant.image)
 
 
 def test_a_create_the_clouds_own_quota_refuses_fails_with_the_resource_asked_and_left(os_instances, full_tenant, api):

@@ -1,8 +1,8 @@
 """Will it fit? against the development OpenStack: the dry runs of a task and of an instance read the
 project's compute quota and compare the flavor with the largest compute host (the fake driver's).
 
-A project of its own with an instance quota of 0 (test_cloud_quota's `full_tenant`) never fits; the flavor
-`cp.nohost` (more disk than any host: up.sh) never fits; `cp.tiny` in the admin project starts now.
+A project of its own with an instance quota of 0 (`full_tenant`, a fixture of tests/resources/conftest.py) never
+fits; the flavor `cp.nohost` (more disk than any host: up.sh) never fits; `cp.tiny` in the admin project starts now.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from clusters.models import CloudConnection
 from resources.choices import InstanceStatus
 from resources.models import Instance, Operation
 from tasks.models import Task
-from tests.resources.test_cloud_quota import full_tenant  # noqa: F401 - the fixture: a project with 0 instances
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +56,7 @@ def test_a_flavor_larger_than_any_compute_host_never_fits(api, os_world):
     assert not Instance.objects.exists() and not Task.objects.exists()
 
 
-def test_a_project_quota_of_zero_never_fits(api, world, full_tenant):  # noqa: F811 - the imported fixture
+def test_a_project_quota_of_zero_never_fits(api, world, full_tenant):
     connection = CloudConnection.objects.create(
         cloud_id="os-full",
         backend="openstack",

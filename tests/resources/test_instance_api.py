@@ -17,18 +17,9 @@ from resources.models import Instance, Operation
 from tasks.models import Task
 from tasks.services.admission import admit_all
 from tests.builders import snapshot_row
+from tests.resources.openstack_support import body, create
 
 pytestmark = pytest.mark.e2e
-
-
-def body(**extra):
-    """A create request; a None in `extra` leaves that field out."""
-    document = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
-    return {key: value for key, value in (document | extra).items() if value is not None}
-
-
-def create(api, user="bob", **extra):
-    return api(user).post("/api/v1/instances", body(**extra), format="json")
 
 
 def test_a_create_answers_202_with_its_operation_and_a_pending_instance(os_world, api):

@@ -27,7 +27,7 @@ from resources.services import instances_refresh
 from resources.services.readiness import readiness_observe, readiness_reset
 from tests.helpers import wait_for
 from tests.resources.kubevirt_world import Worker, accepted, act, asked, create_running, succeeded
-from tests.resources.test_instance_ssh_access import keys_for_bob, set_options
+from tests.resources.ssh_access import keys_for_bob, set_options
 
 # cloud-init 23.4 on Ubuntu 22.04, as its serial console shows it (one boot each)
 FIRST_BOOT = (

@@ -10,37 +10,20 @@ CloudPivot sent carries the cloud-init volume with the keys, and the VMI's inter
 from __future__ import annotations
 
 import base64
-import subprocess
 
 import pytest
 import yaml
 from django_q.conf import Conf
 
 from cloudpivot.accounts.models import SshKey
-from cloudpivot.accounts.ssh_keys import ssh_key_create
 from clusters.connection_options import option_errors
 from clusters.models import CloudConnection
 from resources.models import Instance
 from resources.services import instances_refresh
 from tests.helpers import wait_for
 from tests.resources.kubevirt_world import Worker, accepted, succeeded
-
-
-def public_key(tmp_path, name: str) -> str:
-    path = tmp_path / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"bob@{name}", "-f", str(path)], check=True)
-    return (tmp_path / f"{name}.pub").read_text().strip()
-
-
-def keys_for_bob(world, tmp_path) -> dict[str, str]:
-    keys = {name: public_key(tmp_path, name) for name in ("laptop", "desk")}
-    for name, line in keys.items():
-        ssh_key_create(user=world.bob, name=name, public_key=line)
-    return keys
-
-
-def set_options(connection: CloudConnection, **options) -> None:
-    CloudConnection.objects.filter(pk=connection.pk).update(options=connection.options | options)
+from tests.resources.openstack_support import create
+from tests.resources.ssh_access import keys_for_bob, set_options
 
 
 def cloud_config(user_data: str) -> dict:
@@ -55,11 +38,6 @@ def login_entry(document: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------- OpenStack
-def create(api, **extra):
-    document = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
-    return api("bob").post("/api/v1/instances", document | extra, format="json")
-
-
 @pytest.mark.e2e
 def test_an_openstack_server_gets_the_chosen_keys_and_the_api_gives_the_ssh_command(os_instances, api, tmp_path):
     keys = keys_for_bob(os_instances.world, tmp_path)

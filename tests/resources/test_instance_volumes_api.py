@@ -11,7 +11,7 @@ import pytest
 
 from cloudpivot.accounts.models import Quota
 from resources.models import Instance, Operation
-from tests.resources.test_instance_api import create
+from tests.resources.openstack_support import create
 
 pytestmark = pytest.mark.e2e
 

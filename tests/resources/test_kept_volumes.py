@@ -12,34 +12,15 @@ from cloudpivot.accounts.models import AuditEntry, Quota
 from orphans.models import OrphanFinding
 from orphans.scan import orphans_scan
 from resources.models import KeptVolume
-from tests.clusters.kube_api import DATA_VOLUMES, VMIS
-from tests.helpers import wait_for
-from tests.resources.kubevirt_world import NS, Worker, accepted, act, create_running, operation, succeeded
-
-
-def delete_keeping(api, kv, instance_id: str, name: str, volumes: str = "keep"):
-    """A delete through the API, KubeVirt playing its part: the VM stopped, then gone once its finalizer ran."""
-    delete = Worker(accepted(act(api, instance_id, "delete", volumes=volumes)))
-    wait_for(lambda: kv.vm(name)["spec"]["runStrategy"] == "Halted", what="runStrategy Halted")
-    kv.vm_stopped(name)
-    wait_for(lambda: kv.vm(name)["metadata"].get("deletionTimestamp"), what="the VM to be deleted")
-    kv.vm_deletion_finished(name)
-    return succeeded(delete)
-
-
-def guest_on(kv, disk: str, vmi: str = "someone-elses-vm") -> str:
-    """A VirtualMachineInstance (not CloudPivot's) running on the disk: what KubeVirt would write through."""
-    kv.put(
-        VMIS,
-        NS,
-        {
-            "apiVersion": "kubevirt.io/v1",
-            "kind": "VirtualMachineInstance",
-            "metadata": {"name": vmi},
-            "spec": {"volumes": [{"name": "data", "dataVolume": {"name": disk}}]},
-        },
-    )
-    return f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances/{vmi}"
+from tests.clusters.kube_api import DATA_VOLUMES
+from tests.resources.kubevirt_world import (
+    Worker,
+    create_running,
+    delete_keeping,
+    guest_on,
+    operation,
+    succeeded,
+)
 
 
 def reclaim(api, volume_id: str, user: str = "bob"):

@@ -11,8 +11,7 @@ from __future__ import annotations
 from cloudpivot.accounts.models import Quota
 from resources.models import Instance, KeptVolume
 from tests.clusters.kube_api import DATA_VOLUMES
-from tests.resources.kubevirt_world import create_running
-from tests.resources.test_kept_volumes import delete_keeping
+from tests.resources.kubevirt_world import create_running, delete_keeping
 
 VOLUMES = [{"size_gb": 2, "name": "data"}, {"size_gb": 3}]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
 
 from cloudpivot.accounts.models import Quota
 from clusters.models import CloudConnection
@@ -16,27 +15,9 @@ from resources.models import Instance, Operation, Snapshot
 from tests import helpers
 from tests.plugins.kube import kube_connection_to
 from tests.resources.kubevirt_world import make_connection
+from tests.resources.launch_form import field_errors, launch, page_client
 
 pytestmark = pytest.mark.e2e
-
-
-def page_client(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def launch(client: Client, **fields) -> object:
-    data = {"cloud": "os-dev", "project": "alpha", "name": "vm1", "flavor": "cp.tiny", "image": "cp-runner-fake"}
-    return client.post("/instances/new/", data | fields)
-
-
-def field_errors(html: str, field: str) -> str:
-    """The error text shown in the field's own block (not at the top of the form)."""
-    block = re.search(rf'id="field-{field}".*?(?=id="field-|</form>)', html, re.S)
-    assert block, f"no field block for {field}"
-    found = re.search(r'class="field-errors"[^>]*>(.*?)</div>', block.group(0), re.S)
-    return re.sub(r"<[^>]+>", " ", found.group(1)) if found else ""
 
 
 def cloud_image_id(os_world, name: str) -> str:

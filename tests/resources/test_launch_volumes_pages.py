@@ -8,7 +8,7 @@ import pytest
 
 from cloudpivot.accounts.models import Quota
 from resources.models import Instance
-from tests.resources.test_launch_pages import field_errors, launch, page_client
+from tests.resources.launch_form import field_errors, launch, page_client
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from resources.models import Instance, KeptVolume
-from tests.resources.test_openstack_instances import act, create, finished
-from tests.resources.test_openstack_volumes import os_volumes  # noqa: F401 - the fixture: root_disk volume
+from tests.resources.openstack_support import act, create, finished
 
 pytestmark = [pytest.mark.e2e]
 
@@ -44,7 +43,7 @@ def test_an_image_booted_server_gets_its_data_volume_and_a_delete_keeps_it(os_in
     assert conn.block_storage.find_volume(volume.id, ignore_missing=True) is None
 
 
-def test_a_volume_booted_server_keeps_its_root_volume_apart_and_a_purge_deletes_both(os_volumes, api):  # noqa: F811
+def test_a_volume_booted_server_keeps_its_root_volume_apart_and_a_purge_deletes_both(os_volumes, api):
     conn = os_volumes.conn
     operation = finished(api, create(api, volumes=[{"size_gb": 2}]).json()["id"])
     instance = Instance.objects.get(pk=operation["instance"])

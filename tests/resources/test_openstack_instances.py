@@ -13,31 +13,9 @@ from resources.models import Instance, Operation, Snapshot
 from resources.services import instances_refresh
 from tests import helpers
 from tests.plugins.openstack import INSTALLATION
+from tests.resources.openstack_support import act, create, finished, instance
 
 pytestmark = [pytest.mark.e2e]
-
-
-def create(api, **extra):
-    document = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
-    return api("bob").post("/api/v1/instances", document | extra, format="json")
-
-
-def act(api, instance_id, **payload):
-    """One action; jobs run inline at commit, so the Operation has finished when the answer comes."""
-    response = api("bob").post(f"/api/v1/instances/{instance_id}/actions", payload, format="json")
-    assert response.status_code == 202, response.json()
-    return finished(api, response.json()["id"])
-
-
-def finished(api, operation_id):
-    operation = api("bob").get(f"/api/v1/operations/{operation_id}").json()
-    assert operation["state"] == "succeeded", (operation["action"], operation["error_kind"], operation["error_message"])
-    assert operation["started_at"] and operation["finished_at"]
-    return operation
-
-
-def instance(api, instance_id):
-    return api("rita").get(f"/api/v1/instances/{instance_id}").json()
 
 
 def nova(os_instances, server_id):

@@ -21,10 +21,10 @@ import yaml
 
 from resources import jobs
 from resources.models import Operation, Snapshot
+from tests.builders import left_by_a_dead_worker
 from tests.clusters.slow_proxy import SlowProxy
 from tests.plugins.openstack import INSTALLATION
-from tests.resources.test_openstack_instances import act, create, finished, instance
-from tests.resources.test_operation_resume import left_by_a_dead_worker, running_instance, settle
+from tests.resources.openstack_support import act, create, finished, instance, running_instance, settle
 
 pytestmark = [pytest.mark.e2e]
 

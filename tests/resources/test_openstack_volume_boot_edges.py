@@ -21,8 +21,7 @@ from resources.backends import get_instance_backend
 from resources.models import Instance, Operation, Snapshot
 from tests import helpers
 from tests.plugins.openstack import INSTALLATION, tenant_connection, tenant_of_its_own
-from tests.resources.test_openstack_instances import act, create, finished
-from tests.resources.test_openstack_volumes import os_volumes, running_on_a_volume  # noqa: F401 - the fixture
+from tests.resources.openstack_support import act, create, finished, running_on_a_volume
 
 pytestmark = [pytest.mark.e2e]
 
@@ -33,7 +32,7 @@ def cinder_snapshot_of(conn, image_id: str) -> str:
     return mapping["snapshot_id"]
 
 
-def test_a_volume_booted_snapshot_launches_anew_is_not_rebuilt_in_place_and_goes_whole(os_volumes, api):  # noqa: F811
+def test_a_volume_booted_snapshot_launches_anew_is_not_rebuilt_in_place_and_goes_whole(os_volumes, api):
     conn = os_volumes.conn
     instance, volume = running_on_a_volume(api, os_volumes)
 
@@ -77,7 +76,7 @@ def test_a_volume_booted_snapshot_launches_anew_is_not_rebuilt_in_place_and_goes
     )
 
 
-def test_a_pruned_snapshot_of_a_volume_booted_instance_takes_its_cinder_snapshot(os_volumes, api, world):  # noqa: F811
+def test_a_pruned_snapshot_of_a_volume_booted_instance_takes_its_cinder_snapshot(os_volumes, api, world):
     Quota.objects.create(project=world.alpha, max_snapshots=1)
     conn = os_volumes.conn
     instance, _ = running_on_a_volume(api, os_volumes)

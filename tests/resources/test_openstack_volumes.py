@@ -7,57 +7,13 @@ checked again with the admin's own openstacksdk reads of Cinder.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from cloudpivot.accounts.models import AuditEntry, Quota
-from resources.models import Instance, KeptVolume
-from tests.plugins.openstack import INSTALLATION, sweep_volumes
-from tests.resources.test_openstack_instances import act, create, finished
+from resources.models import KeptVolume
+from tests.resources.openstack_support import act, create, finished, running_on_a_volume
 
 pytestmark = [pytest.mark.e2e]
-
-
-@pytest.fixture
-def os_volumes(os_instances):
-    os_instances.connection.options["root_disk"] = "volume"
-    os_instances.connection.save()
-    conn, others = os_instances.conn, []
-    os_instances.other_server = lambda **kw: others.append(other_server(conn, **kw)) or others[-1]
-    yield os_instances
-    for server in others:
-        conn.compute.delete_server(server, ignore_missing=True)
-    sweep_volumes(conn, installation=INSTALLATION)  # whatever a failed test left of ours
-
-
-def other_server(conn, *, volume_id: str = ""):
-    """A server that is not CloudPivot's, booted from the image; with `volume_id` attached to it."""
-    server = conn.compute.create_server(
-        name=f"someone-elses-{uuid.uuid4().hex[:6]}",
-        flavor_id=conn.compute.find_flavor("cp.tiny").id,
-        image_id=conn.image.find_image("cp-runner-fake").id,
-        networks="none",
-    )
-    server = conn.compute.wait_for_server(server, status="ACTIVE", interval=1, wait=120)
-    if volume_id:
-        conn.compute.create_volume_attachment(server, volume_id=volume_id)
-        conn.block_storage.wait_for_status(conn.block_storage.get_volume(volume_id), "in-use", interval=1, wait=60)
-    return server
-
-
-def running_on_a_volume(api, os_volumes, name="vm1"):
-    operation = finished(api, create(api, name=name).json()["id"])
-    instance = Instance.objects.get(pk=operation["instance"])
-    server = os_volumes.conn.compute.get_server(instance.server_id)
-    (attached,) = server.attached_volumes
-    assert operation["result"]["root_volume"] == instance.root_volume_ref == attached["id"]
-    volume = os_volumes.conn.block_storage.get_volume(attached["id"])
-    assert volume.status == "in-use" and volume.is_bootable and volume.size == 1  # cp.tiny's 1 GB disk
-    assert [a["server_id"] for a in volume.attachments] == [server.id]
-    assert volume.metadata["cloudpivot_instance"] == str(instance.pk)
-    assert volume.metadata["cloudpivot_installation"] == INSTALLATION
-    return instance, volume
 
 
 def reclaim(api, volume_id, user="bob"):

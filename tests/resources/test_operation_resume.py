@@ -16,52 +16,16 @@ from django.utils import timezone
 
 from resources import jobs
 from resources.models import Instance, Operation
-from resources.services import instance_create
 from resources.services.lease import Lease
 from tests import helpers
+from tests.builders import left_by_a_dead_worker
+from tests.resources.openstack_support import running_instance, settle
 
 pytestmark = pytest.mark.e2e
-
-CREATE = {"name": "vm1", "cloud": "os-dev", "project": "alpha", "flavor": "cp.tiny", "image": "cp-runner-fake"}
-
-
-def running_instance(os_instances) -> Instance:
-    operation, _ = instance_create(user=os_instances.world.bob, data=CREATE)
-    operation.refresh_from_db()
-    assert operation.state == "succeeded", operation.error_message
-    return Instance.objects.get(pk=operation.instance_id)
-
-
-def left_by_a_dead_worker(instance, action, *, called: bool, resumes: int = 0, **params) -> Operation:
-    """`running`, claimed by a worker whose lease ran out a second ago, as SIGKILL leaves it."""
-    now = timezone.now()
-    operation = Operation.objects.create(
-        project=instance.project,
-        instance=instance,
-        action=action,
-        params=params,
-        requested_by=instance.owner,
-        state="running",
-        started_at=now - dt.timedelta(seconds=10),
-        claimed_by="elsewhere:1:dead",
-        lease_until=now - dt.timedelta(seconds=1),
-        resumes=resumes,
-        called_at=now - dt.timedelta(seconds=9) if called else None,
-    )
-    Instance.objects.filter(pk=instance.pk).update(operation=operation)
-    return operation
 
 
 def nova_actions(os_instances, server_id: str, action: str) -> int:
     return sum(1 for a in os_instances.conn.compute.server_actions(server_id) if a.action == action)
-
-
-def settle(os_instances, server_id: str, status: str) -> None:
-    def reached() -> bool:
-        server = os_instances.conn.compute.get_server(server_id)
-        return (server.status, server.task_state) == (status, None)
-
-    helpers.wait_for(reached, timeout=60, what=f"Nova: {status}")
 
 
 def test_an_operation_under_a_live_lease_is_left_alone_however_old_it_is(os_instances):

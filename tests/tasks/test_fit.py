@@ -13,12 +13,9 @@ from cloudpivot.accounts.models import Quota
 from tasks.models import Task
 from tasks.services.admission import admit_all
 from tests.builders import hello_spec
-from tests.clusters.kube_api import NODES
-from tests.clusters.kube_fixture import kmock
+from tests.clusters.kube_api import LIMIT_RANGES, NODES, RESOURCE_QUOTAS
+from tests.plugins.kube import node
 from usage.models import ProjectBudget
-
-RESOURCE_QUOTAS = kmock.resource("", "v1", "resourcequotas")
-LIMIT_RANGES = kmock.resource("", "v1", "limitranges")
 
 
 def dry_run(api, document, user="bob"):
@@ -29,21 +26,6 @@ def dry_run(api, document, user="bob"):
 
 def kube_task(**resources):
     return {"cloud": "k3s-lab", "image": "busybox:1.36", "command": ["true"], "resources": resources}
-
-
-def node(name: str, *, cpu: str, memory: str, gpus: str | None = None, ready: bool = True, labels=None) -> dict:
-    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
-    if gpus is not None:
-        allocatable["nvidia.com/gpu"] = gpus
-    return {
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {},
-        "status": {
-            "allocatable": allocatable,
-            "capacity": allocatable,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
 
 
 # ---------------------------------------------------------------------- CloudPivot's own quotas (local cloud)

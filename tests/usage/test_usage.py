@@ -15,7 +15,7 @@ from notifications.models import FeedEvent
 from resources.models import Instance
 from tasks.models import Attempt, Task
 from tasks.services.admission import connection_admit
-from tests.builders import finished, instance_row, submit
+from tests.builders import finished, instance_row, ran, submit
 from usage.accounting import month_bounds, usage_rows
 from usage.budgets import budget_sweep, budget_sweep_one
 from usage.models import ProjectBudget
@@ -23,16 +23,6 @@ from usage.models import ProjectBudget
 pytestmark = pytest.mark.django_db
 UTC = dt.UTC
 NOV = dt.datetime(2026, 11, 1, tzinfo=UTC)
-
-
-def ran(user, *, began: dt.datetime, ended: dt.datetime | None, cpu: float, memory_mb: int = 0, gpu: int = 0) -> Task:
-    """A task whose attempt held `cpu` cores (and memory, GPUs) over [began, ended)."""
-    task = finished(user)
-    Task.objects.filter(pk=task.pk).update(
-        normalized=task.normalized | {"resources": {"cpu": cpu, "memory_mb": memory_mb, "gpu": gpu}}
-    )
-    Attempt.objects.filter(task=task).update(program_started_at=began, finished_at=ended)
-    return task
 
 
 def test_hours_are_read_from_attempts_and_instances_and_clipped_to_the_month(world):

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from tests.builders import ran
 from tests.plugins.browser import screenshot
-from tests.usage.test_usage import ran
 from usage.budgets import budget_sweep
 from usage.models import ProjectBudget
 
