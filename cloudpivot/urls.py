@@ -8,6 +8,7 @@ from cloudpivot import health, views
 from cloudpivot.api import error_body
 from clusters.metrics.endpoint import MetricsView
 from runner_api import sync_view
+from runner_api import views as runner_views
 
 
 @csrf_exempt  # a POST with a session cookie must get this JSON 404, not the CSRF failure page
@@ -50,4 +51,5 @@ urlpatterns = [
     re_path(r"^api/", api_not_found),
     path("runner/v1/", include("runner_api.urls")),
     path("runner/v2/sync", sync_view.sync, name="runner-sync"),
+    path("runner/v2/bootstrap", runner_views.BootstrapView.as_view(protocol=2), name="runner-bootstrap"),
 ]

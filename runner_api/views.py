@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from cloudpivot.api import flatten_errors
 from cloudpivot.exceptions import InvalidSpec
-from runner_api import bootstrap
+from runner_api import bootstrap, protocol_v1
 from runner_api.authentication import BootstrapSecretAuthentication, RunnerCredentialAuthentication
 from runner_api.limits import request_size_refusal
 from runner_api.serializers import EventsInputSerializer, HeartbeatInputSerializer, LogsInputSerializer
@@ -30,6 +30,7 @@ class BoundedJSONParser(JSONParser):
 
 
 class RunnerView(APIView):
+    protocol = 1  # the v1 endpoints answer only attempts started before v1 was retired (runner_api/protocol_v1.py)
     authentication_classes = [RunnerCredentialAuthentication]
     permission_classes = [IsAuthenticated]
     parser_classes = [BoundedJSONParser]
@@ -39,6 +40,11 @@ class RunnerView(APIView):
     def dispatch(self, request, *args, **kwargs):
         """Too large a body is refused (413) before authentication or parsing read any of it."""
         return request_size_refusal(request) or super().dispatch(request, *args, **kwargs)
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if self.protocol == 1:
+            protocol_v1.refuse_if_retired(request.user.attempt)
 
     def validated(self, serializer_class, request: Request) -> dict:
         serializer = serializer_class(data=request.data)
@@ -104,7 +110,8 @@ class LogsView(RunnerView):
 
 
 class BootstrapView(RunnerView):
-    """Exchange a VM's one-time bootstrap secret for its attempt credential; the secret then stops working."""
+    """Exchange a VM's one-time bootstrap secret for its attempt credential; the secret then stops working.
+    POST /runner/v2/bootstrap (the host program's); /runner/v1/bootstrap for VMs booted before v1 was retired."""
 
     authentication_classes = [BootstrapSecretAuthentication]
 

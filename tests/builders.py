@@ -145,3 +145,24 @@ def attempt_in_the_way(task: Task, of: Task) -> Attempt:
         credential_nonce=credentials.new_nonce(),
         runner_token_hash="x" * 64,
     )
+
+
+def runner_client(attempt: Attempt):
+    """An API client holding the attempt's own credential (cpr_…), as a task VM's host program calls."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token = credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def v1_runner_client(attempt: Attempt):
+    """The same, for a Runner of protocol v1 in a VM booted before v1 was retired (runner_api/protocol_v1.py):
+    the attempt is dated just before the retirement, which is what lets v1 answer it."""
+    from runner_api.protocol_v1 import v1_retired_at
+
+    if (retired_at := v1_retired_at()) is not None:
+        Attempt.objects.filter(pk=attempt.pk).update(created_at=retired_at - dt.timedelta(seconds=1))
+        attempt.created_at = retired_at - dt.timedelta(seconds=1)
+    return runner_client(attempt)

@@ -315,6 +315,7 @@ class Agent:
         self.removed = set()
         self.removals = collections.deque()  # (time.monotonic(), name), oldest first
         self.poked = True  # sync at once on start
+        self.one_attempt = credential.startswith("cpr_")  # a task VM's: it ends once its attempt is over and told
         self.stopping = False
         self.retry_at, self.delay = 0.0, BACKOFF_START
         self.wake_r, wake_w = os.pipe()
@@ -345,7 +346,7 @@ class Agent:
     def run(self) -> int:
         self.scan()
         log("agent %s serving %s (pid %d)" % (self.name, self.runs_dir, os.getpid()))
-        while not self.stopping and self.still_mine():
+        while not self.stopping and self.still_mine() and not self.all_done():
             readable = self.wait()
             self.reap()
             if self.poll.sent_at is not None and self.poll.answered(readable):
@@ -363,8 +364,14 @@ class Agent:
                 self.look_now = True
             if self.poll.sent_at is None and time.monotonic() >= self.retry_at:
                 self.send(self.poll, self.batch(wait=LONG_POLL_SECONDS, with_reports=False), LONG_POLL_SECONDS + 15)
-        log("stopping; the programs keep running and a restarted agent re-attaches to them")
+        if self.all_done():
+            log("the attempt is over and the server has everything; exiting")
+        else:
+            log("stopping; the programs keep running and a restarted agent re-attaches to them")
         return EXIT_OK
+
+    def all_done(self) -> bool:
+        return self.one_attempt and bool(self.removed) and not self.attempts and not self.cleaned
 
     def wait(self) -> list:
         now = time.monotonic()

@@ -66,6 +66,11 @@ class Connection:
             raise Failed("no answer: %s" % exc) from None
         if response.status in (401, 403):
             raise Refused("the server refused the agent credential (HTTP %d)" % response.status)
+        if 300 <= response.status < 400:
+            self.close()
+            raise Failed(
+                "HTTP %d: redirects are never followed; give the final address as the server URL" % response.status
+            )
         if response.status != 200:
             if response.will_close:
                 self.close()

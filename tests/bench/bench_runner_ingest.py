@@ -35,7 +35,7 @@ from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.bench import served as serving
-from tests.builders import hello_spec
+from tests.builders import hello_spec, v1_runner_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RUNNERS = 50
@@ -74,6 +74,7 @@ def events_per_second(url: str, world, monkeypatch, seconds: float = 8.0) -> tup
         task, _ = task_submit(user=world.bob, document=hello_spec())
         with transaction.atomic():
             attempt = attempt_create(task=task_lock(task.pk), reason="bench")
+        v1_runner_client(attempt)  # v1 answers only attempts of before its retirement (runner_api/protocol_v1.py)
         tokens.append(
             credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
         )

@@ -36,7 +36,7 @@ KINDS = (
     ("daphne", "web (daphne)"),
     ("qcluster", "workers (qcluster)"),
     ("cloudpivot_agent", "host agent + supervisors"),
-    ("cloudpivot_runner", "runners"),
+    ("cloudpivot-agent.pyz", "host programs of VM stand-ins"),
     ("manage.py serve", "serve"),
     ("chrom", "browser (chromium)"),
     ("playwright", "browser driver (playwright)"),

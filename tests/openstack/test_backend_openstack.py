@@ -1,7 +1,7 @@
 """The OpenStack backend against real Keystone, Glance, Placement, Neutron and Nova (fake virt driver).
 
 Tasks go through the real services (submission, admission, the reconcile pass), the real SDK talks HTTP to
-the real OpenStack APIs, and the VM's Runner is the real Runner configured from the user data Nova returns.
+the real OpenStack APIs, and the VM's host program is the one the user data Nova returns carries, run as it says.
 """
 
 from __future__ import annotations
@@ -241,11 +241,11 @@ def test_the_bootstrap_secret_works_until_its_credential_has_called(os_live):
     secret = files["/etc/cloudpivot/bootstrap"]
     assert secret.startswith("cpb_")
 
-    def post(path, token, method="POST"):
+    def post(path, token, method="POST", body=b"{}"):
         request = urllib.request.Request(
             os_live.daphne.url + path,
             method=method,
-            data=b"{}" if method == "POST" else None,
+            data=body if method == "POST" else None,
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )
         try:
@@ -254,18 +254,20 @@ def test_the_bootstrap_secret_works_until_its_credential_has_called(os_live):
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"{}")
 
-    assert post("/runner/v1/assignment", secret, "GET")[0] == 401  # a bootstrap secret is no credential
-    assert post("/runner/v1/bootstrap", secret, "GET")[0] == 405  # and only a POST spends it
-    status, answer = post("/runner/v1/bootstrap", secret)
+    sync = json.dumps({"protocol": 2, "agent": {"name": "vm"}, "known": []}).encode()
+    assert post("/runner/v2/sync", secret, body=sync)[0] == 401  # a bootstrap secret is no credential
+    assert post("/runner/v2/bootstrap", secret, "GET")[0] == 405  # and only a POST spends it
+    assert post("/runner/v1/bootstrap", secret)[0] == 401  # nor does v1 take it: its attempt is of this release
+    status, answer = post("/runner/v2/bootstrap", secret)
     assert status == 200 and answer["credential"] == attempt_ref(task.attempts.get()).runner_credential
     # An answer lost on the way (a timeout, a web process restarting) is asked for again: the same credential.
-    status, again = post("/runner/v1/bootstrap", secret)
+    status, again = post("/runner/v2/bootstrap", secret)
     assert status == 200 and again["credential"] == answer["credential"]
-    assert post("/runner/v1/assignment", answer["credential"], "GET")[0] == 200
+    assert post("/runner/v2/sync", answer["credential"], body=sync)[0] == 200
     # The credential has called: now the secret is spent.
-    status, spent = post("/runner/v1/bootstrap", secret)
+    status, spent = post("/runner/v2/bootstrap", secret)
     assert status == 401 and "already used" in spent["message"]
-    assert post("/runner/v1/bootstrap", answer["credential"])[0] == 401  # a credential is no bootstrap secret
+    assert post("/runner/v2/bootstrap", answer["credential"])[0] == 401  # a credential is no bootstrap secret
 
 
 # ---------------------------------------------------------------------------- check_cloud and inventory

@@ -2,7 +2,8 @@
 
 The fake virt driver runs no guest. `play_vm` does what cloud-init and systemd would do in it: it reads the
 server's user data back from Nova (the API, not CloudPivot's copy), writes the files it lists under a
-directory standing in for the VM's root, and starts the real Runner with exactly that configuration.
+directory standing in for the VM's root (the host program among them), and starts that very program with
+exactly that configuration, as the unit's ExecStart says.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from clusters.models import CloudConnection
 from tests import helpers
 
 UP = helpers.BASE_DIR / "deploy" / "dev" / "openstack" / "up.sh"
-RUNNER = helpers.BASE_DIR / "runner_api" / "agent" / "cloudpivot_runner.py"
 STATE = Path(os.environ.get("CP_OS_STATE", "/tmp/cloudpivot-openstack"))
 CLOUD = "cloudpivot-dev"
 # One installation id per test session: our server lists see only this session's servers.
@@ -193,7 +193,7 @@ def os_live(live, world, openstack_cloud, settings):
 
 @pytest.fixture
 def vms(tmp_path):
-    """play(server_id) → a VM stand-in whose Runner runs on this host; all are stopped at the end."""
+    """play(server_id) → a VM stand-in whose host program runs on this host; all are stopped at the end."""
     started: list[SimpleNamespace] = []
 
     def play(conn, server_id: str) -> SimpleNamespace:
@@ -219,19 +219,24 @@ def play_vm(conn, server_id: str, root: Path) -> SimpleNamespace:
     for path, entry in files.items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(entry["content"])
+        if entry.get("encoding") == "b64":
+            target.write_bytes(base64.b64decode(entry["content"]))
+        else:
+            assert "encoding" not in entry, entry["encoding"]
+            target.write_text(entry["content"])
         target.chmod(int(entry["permissions"], 8))
-    assert ["systemctl", "enable", "--now", "cloudpivot-runner.service"] in document["runcmd"]
-    unit = files["/etc/systemd/system/cloudpivot-runner.service"]["content"]
+    assert ["systemctl", "enable", "--now", "cloudpivot-agent.service"] in document["runcmd"]
+    unit = files["/etc/systemd/system/cloudpivot-agent.service"]["content"]
+    assert "KillMode=process" in unit  # restarting the host program leaves the programs to their supervisors
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-    config_path = exec_start.split("--config", 1)[1].strip()
+    _python, program, config_path = exec_start.removeprefix("ExecStart=").replace(" --config ", " ").split()
     config = json.loads((root / config_path.lstrip("/")).read_text())
     # The VM's absolute paths, under the stand-in root
     host_config = {key: str(root / v.lstrip("/")) if v.startswith("/") else v for key, v in config.items()}
-    (root / "host-runner.json").write_text(json.dumps(host_config))
-    log = root / "runner.log"
+    (root / "host-agent.json").write_text(json.dumps(host_config))
+    log = root / "agent.log"
     process = subprocess.Popen(
-        [sys.executable, str(RUNNER), "--config", str(root / "host-runner.json")],
+        [sys.executable, str(root / program.lstrip("/")), "--config", str(root / "host-agent.json")],
         stdin=subprocess.DEVNULL,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,

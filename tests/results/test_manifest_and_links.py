@@ -12,13 +12,12 @@ from django.core import signing
 from django.db import transaction
 from rest_framework.test import APIClient
 
-from cloudpivot import credentials
 from results.models import OutputFile, OutputManifest
 from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.builders import hello_spec
+from tests.builders import hello_spec, v1_runner_client
 
 DECLARED = [{"path": "result.csv"}, {"path": "plots/*.png"}]
 
@@ -35,11 +34,7 @@ def attempt_of(user, **spec) -> Attempt:
         return attempt_create(task=task_lock(task.pk), reason="test")
 
 
-def runner(attempt: Attempt) -> APIClient:
-    client = APIClient()
-    token = credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
+runner = v1_runner_client  # these attempts speak protocol v1, as a VM booted before its retirement
 
 
 def ev(seq, type, **data):

@@ -18,16 +18,16 @@ def state_changes(task: Task) -> list[str]:
     return list(task.events.filter(type="state").values_list("data__to", flat=True))
 
 
-def with_runner_host(world, tmp_path, monkeypatch):
-    """The usual world plus a `runner-host` connection whose tasks each run under a Runner process
-    (tests/runner_host.py: the one-Runner-per-attempt test backend)."""
+def with_vm_host(world, tmp_path, monkeypatch):
+    """The usual world plus a `vm-host` connection whose tasks each run as in a task VM: one host program per
+    attempt with the attempt's own credential (tests/vm_host.py)."""
     from clusters.backends import BACKENDS
     from clusters.models import CloudConnection
 
-    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    monkeypatch.setitem(BACKENDS, "vm-host", "tests.vm_host.VmHostBackend")
     runs_dir = tmp_path / "runner-runs"
     connection = CloudConnection.objects.create(
-        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(runs_dir)}
+        cloud_id="vm-host", backend="vm-host", options={"runs_dir": str(runs_dir)}
     )
     connection.projects.add(world.alpha)
     world.runs_dir = runs_dir

@@ -8,14 +8,12 @@ import json
 
 import pytest
 from django.db import transaction
-from rest_framework.test import APIClient
 
-from cloudpivot import credentials
-from tasks.models import Attempt, Task
+from tasks.models import Task
 from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.builders import hello_spec
+from tests.builders import hello_spec, v1_runner_client
 
 
 @pytest.fixture
@@ -25,11 +23,7 @@ def attempt(world):
         return attempt_create(task=task_lock(task.pk), reason="test")
 
 
-def runner(attempt: Attempt) -> APIClient:
-    client = APIClient()
-    token = credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
+runner = v1_runner_client  # these attempts speak protocol v1, as a VM booted before its retirement
 
 
 def ev(seq, type, time="2026-11-30T12:00:00Z", **data):

@@ -13,7 +13,7 @@ from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
-from tests.builders import hello_spec
+from tests.builders import hello_spec, runner_client, v1_runner_client
 
 
 def attempt_on(world, document: dict) -> Attempt:
@@ -27,11 +27,7 @@ def attempt(world):
     return attempt_on(world, hello_spec(retry_limit=1))
 
 
-def runner(attempt: Attempt) -> APIClient:
-    client = APIClient()
-    token = credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
+runner = v1_runner_client  # these attempts speak protocol v1, as a VM booted before its retirement
 
 
 def events(client, *batch):
@@ -191,3 +187,51 @@ def test_an_interrupted_report_requeues_without_using_a_retry_unless_the_task_as
     task = Task.objects.get(pk=failing.task_id)
     assert task.state == "FAILED" and "on_interrupt: fail" in task.state_reason
     assert task.attempts.get().state == "interrupted"
+
+
+def test_protocol_v1_is_refused_in_words_for_an_attempt_started_since_its_retirement(attempt):
+    """Only a VM booted before the upgrade may go on speaking v1; nothing a refused call carries is applied."""
+    client = runner_client(attempt)  # the attempt is of this release: its VM runs the host program (v2)
+    calls = [
+        ("get", "/runner/v1/assignment", None),
+        ("post", "/runner/v1/heartbeat", {"boot_id": "b", "pid": 1}),
+        ("post", "/runner/v1/events", {"events": [ev(1, "started", pid=4)]}),
+        ("post", "/runner/v1/logs", {"stream": "stdout", "offset": 0, "data": base64.b64encode(b"hi").decode()}),
+    ]
+    for method, path, body in calls:
+        response = getattr(client, method)(path, body, format="json")
+        assert response.status_code == 401, (path, response.content)
+        assert response.json()["code"] == "protocol_retired"
+        assert "Protocol v1 is retired" in response.json()["message"]
+        assert "/runner/v2/sync" in response.json()["message"]
+    attempt.refresh_from_db()
+    assert (attempt.acked_seq, attempt.log_stdout_bytes, attempt.runner_contact_at) == (0, 0, None)
+    answer = client.post("/runner/v2/sync", {"protocol": 2, "agent": {"name": "vm"}, "known": []}, format="json")
+    assert answer.status_code == 200
+    assert [a["attempt"] for a in answer.json()["assignments"]] == [attempt.external_name]
+
+
+def test_a_vm_bootstraps_on_v2_and_only_a_vm_of_before_the_retirement_on_v1(world):
+    from runner_api.bootstrap import bootstrap_secret_issue
+
+    new, old = attempt_on(world, hello_spec()), attempt_on(world, hello_spec())
+    v1_runner_client(old)  # dated before the retirement
+    secrets = {
+        attempt.pk: bootstrap_secret_issue(
+            attempt_id=attempt.pk,
+            runner_credential=credentials.runner_credential(
+                external_name=attempt.external_name, nonce=attempt.credential_nonce
+            ),
+        )
+        for attempt in (new, old)
+    }
+
+    def exchange(path, attempt):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secrets[attempt.pk]}")
+        return client.post(path, {}, format="json")
+
+    refused = exchange("/runner/v1/bootstrap", new)
+    assert refused.status_code == 401 and refused.json()["code"] == "protocol_retired"
+    assert exchange("/runner/v2/bootstrap", new).json()["attempt"] == new.external_name
+    assert exchange("/runner/v1/bootstrap", old).json()["attempt"] == old.external_name

@@ -1,5 +1,6 @@
-"""The VM Runner (a real process) meeting a server that refuses it: an event the server will never take
-is recorded once and not resent, and a redirect is never followed with the credential."""
+"""The host program (a real process, the zipapp a VM runs) meeting a server that refuses it: a result the server
+will never take is replaced by words and the attempt still ends, and a redirect is never followed with the
+credential."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import pytest
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.builders import hello_spec as local_spec
-from tests.runner_api.support import with_runner_host
-from tests.runner_host import RUNNER_PROGRAM
+from tests.runner_api.support import with_vm_host
+from tests.vm_host import host_program
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -30,22 +31,18 @@ NUL_RESULT = (
 
 @pytest.fixture
 def world(world, tmp_path, monkeypatch):
-    return with_runner_host(world, tmp_path, monkeypatch)
+    return with_vm_host(world, tmp_path, monkeypatch)
 
 
 def test_a_result_the_server_refuses_is_recorded_once_and_the_task_still_ends(server, world):
-    document = local_spec(command=["python3", "-c", NUL_RESULT]) | {"cloud": "runner-host"}
+    document = local_spec(command=["python3", "-c", NUL_RESULT]) | {"cloud": "vm-host"}
     task, _ = task_submit(user=world.bob, document=document)
     task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=40)
     assert task.state == "SUCCEEDED", task.state_reason
     assert task.result in (None, {})  # the refused result is not stored
-    refusals = list(task.events.filter(type="progress").values_list("message", flat=True))
-    assert len(refusals) == 1, refusals
-    assert "refused the Runner's result event" in refusals[0] and "NUL" in refusals[0]
-    attempt = task.attempts.get()
-    assert attempt.acked_seq == 3  # started, the stand-in for the result, exited
-    runner_log = (world.runs_dir / attempt.external_name / "runner.log").read_text()
-    assert runner_log.count("the server refused event 2") == 1, runner_log
+    [refusal] = task.events.filter(type="progress").values_list("message", flat=True)
+    assert refusal.startswith("the server refused the result event: data: a text holds a NUL character"), refusal
+    assert task.attempts.get().acked_seq == 3  # started, the stand-in for the result, exited: each once
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -74,7 +71,7 @@ def serve(reply) -> tuple[http.server.ThreadingHTTPServer, list]:
     return server, seen
 
 
-def test_the_runner_never_follows_a_redirect_with_its_credential(tmp_path: Path):
+def test_the_host_program_never_follows_a_redirect_with_its_credential(tmp_path: Path):
     def elsewhere_reply(handler):
         body = json.dumps({"argv": ["true"], "acked_seq": 0}).encode()
         handler.send_response(200)
@@ -99,20 +96,24 @@ def test_the_runner_never_follows_a_redirect_with_its_credential(tmp_path: Path)
     runner = subprocess.Popen(
         [
             sys.executable,
-            str(RUNNER_PROGRAM),
+            str(host_program(tmp_path)),
             "--server-url",
             f"http://127.0.0.1:{redirector.server_address[1]}",
             "--credential-file",
             str(credential),
             "--state-dir",
             str(tmp_path / "state"),
+            "--name",
+            "vm-test",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        helpers.wait_for(lambda: len(asked) >= 2, timeout=20, what="the Runner to ask the redirecting server twice")
+        helpers.wait_for(
+            lambda: len(asked) >= 2, timeout=20, what="the host program to ask the redirecting server twice"
+        )
         time.sleep(0.5)
     finally:
         runner.terminate()

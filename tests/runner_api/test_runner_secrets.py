@@ -10,7 +10,7 @@ from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
 from tests.builders import hello_spec
-from tests.runner_api.support import with_runner_host
+from tests.runner_api.support import with_vm_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 VALUE = "runner-S3cret-value"
@@ -18,7 +18,7 @@ VALUE = "runner-S3cret-value"
 
 @pytest.fixture
 def world(world, tmp_path, monkeypatch):
-    return with_runner_host(world, tmp_path, monkeypatch)
+    return with_vm_host(world, tmp_path, monkeypatch)
 
 
 def test_the_runner_delivers_secrets_as_env_and_a_private_file(server, world, tmp_path):
@@ -30,7 +30,7 @@ def test_the_runner_delivers_secrets_as_env_and_a_private_file(server, world, tm
         f"print(oct(os.stat({str(path)!r}).st_mode & 0o777))\n"
     )
     refs = [{"name": "api-token", "env": "API_TOKEN"}, {"name": "api-token", "file": str(path)}]
-    document = hello_spec(command=["python3", "-c", program], secrets=refs) | {"cloud": "runner-host"}
+    document = hello_spec(command=["python3", "-c", program], secrets=refs) | {"cloud": "vm-host"}
     task, _ = task_submit(user=world.bob, document=document)
     task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=40)
     assert task.state == "SUCCEEDED", task.state_reason

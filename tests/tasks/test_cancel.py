@@ -151,22 +151,22 @@ def test_a_task_left_cancelling_by_an_earlier_version_is_ended_by_the_pass(world
 def test_cancel_while_the_start_is_asking_the_cloud(live, world, monkeypatch, tmp_path):
     """The cancel lands while the pass's start waits for the cloud: what the cloud made is recorded, stopped, removed.
 
-    On a connection whose start makes a process of its own per attempt (tests/runner_host.py), so "what the
+    On a connection whose start makes a process of its own per attempt (tests/vm_host.py), so "what the
     cloud made" is a process this test can watch.
     """
     from clusters.backends import BACKENDS
-    from tests.runner_host import RunnerHostBackend
+    from tests.vm_host import VmHostBackend
 
-    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    monkeypatch.setitem(BACKENDS, "vm-host", "tests.vm_host.VmHostBackend")
     hosts = CloudConnection.objects.create(
-        cloud_id="runner-host", backend="runner-host", options={"runs_dir": str(tmp_path / "hosts")}
+        cloud_id="vm-host", backend="vm-host", options={"runs_dir": str(tmp_path / "hosts")}
     )
     hosts.projects.add(world.alpha)
-    task = task_submit(user=world.bob, document=hello_spec(cloud="runner-host", command=["sleep", "600"]))[0]
+    task = task_submit(user=world.bob, document=hello_spec(cloud="vm-host", command=["sleep", "600"]))[0]
     assert admit_all() == 1  # this test plays the reconcile pass: admission, then the start
     attempt = Attempt.objects.get(task=task)
     state_dir = tmp_path / "hosts" / attempt.external_name
-    launch, pids = RunnerHostBackend.ensure_started, []
+    launch, pids = VmHostBackend.ensure_started, []
 
     def cancelled_meanwhile(backend, ref):
         made = launch(backend, ref)  # the real launch: a Runner process starts
@@ -174,7 +174,7 @@ def test_cancel_while_the_start_is_asking_the_cloud(live, world, monkeypatch, tm
         task_cancel(task_id=task.pk, user=world.bob)  # ... and the user cancels before the start job records it
         return made
 
-    monkeypatch.setattr(RunnerHostBackend, "ensure_started", cancelled_meanwhile)
+    monkeypatch.setattr(VmHostBackend, "ensure_started", cancelled_meanwhile)
     attempt_start(attempt_id=attempt.pk)
     task.refresh_from_db()
     assert task.state == "CANCELLED"

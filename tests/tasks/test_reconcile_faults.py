@@ -90,16 +90,16 @@ def test_a_task_at_the_most_attempts_a_smallint_holds_does_not_stop_the_others(w
 
 
 @pytest.fixture
-def runner_host(world, tmp_path, monkeypatch):
-    """A connection whose attempts each run under their own Runner process (tests/runner_host.py): its files
+def vm_host(world, tmp_path, monkeypatch):
+    """A connection whose attempts each run under their own host program, as in a VM (tests/vm_host.py): its files
     (a lock per attempt, a directory per attempt) are what these tests break on purpose."""
     from clusters.backends import BACKENDS
 
-    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    monkeypatch.setitem(BACKENDS, "vm-host", "tests.vm_host.VmHostBackend")
 
     def make(cloud_id: str) -> CloudConnection:
         connection = CloudConnection.objects.create(
-            cloud_id=cloud_id, backend="runner-host", options={"runs_dir": str(tmp_path / cloud_id)}
+            cloud_id=cloud_id, backend="vm-host", options={"runs_dir": str(tmp_path / cloud_id)}
         )
         connection.projects.add(world.alpha)
         return connection
@@ -122,11 +122,11 @@ def running_attempt(world, connection: CloudConnection) -> Attempt:
     return Attempt.objects.select_related("task").get(pk=attempt.pk)
 
 
-def test_a_connection_whose_backend_raises_is_written_on_its_tasks_and_the_pass_goes_on(world, tmp_path, runner_host):
-    broken = runner_host("broken")
+def test_a_connection_whose_backend_raises_is_written_on_its_tasks_and_the_pass_goes_on(world, tmp_path, vm_host):
+    broken = vm_host("broken")
     victim = running_attempt(world, broken)
-    # The Runner's lock file is a directory: the backend's observation raises IsADirectoryError.
-    (tmp_path / "broken" / victim.external_name / "runner.lock").mkdir(parents=True)
+    # The host program's lock file is a directory: the backend's observation raises IsADirectoryError.
+    (tmp_path / "broken" / victim.external_name / "agent.lock").mkdir(parents=True)
     # A later step on a healthy connection: a closed attempt's leftovers to clean up (its host agent never
     # confirmed the cleanup within the grace period, so the pass does it).
     finished = running_attempt(world, world.local)
@@ -144,20 +144,20 @@ def test_a_connection_whose_backend_raises_is_written_on_its_tasks_and_the_pass_
 
 
 def test_one_attempt_whose_backend_call_fails_does_not_stop_the_others_of_its_connection(
-    world, settings, tmp_path, runner_host
+    world, settings, tmp_path, vm_host
 ):
     settings.RUNNER_HEARTBEAT_SECONDS = 1
-    hosts = runner_host("hosts")
+    hosts = vm_host("hosts")
     bad, good = running_attempt(world, hosts), running_attempt(world, hosts)
-    # A file where the bad attempt's Runner directory belongs: relaunching its Runner fails (BackendError).
+    # A file where the bad attempt's VM directory belongs: relaunching its host program fails (BackendError).
     (tmp_path / "hosts").mkdir(parents=True, exist_ok=True)
     (tmp_path / "hosts" / bad.external_name).write_text("not a directory")
-    # The good one is past its timeout, and its Runner is gone: the pass stops it, the next one ends it.
+    # The good one is past its timeout, and its host program is gone: the pass stops it, the next one ends it.
     Attempt.objects.filter(pk=good.pk).update(stop_requested_at=timezone.now(), stop_reason="timeout")
     done = reconcile_pass()
     reconcile_pass()
     [message] = errors_of(bad.task)
-    assert message.startswith(f"acting on {bad.external_name} failed: could not start the Runner")
+    assert message.startswith(f"acting on {bad.external_name} failed: could not start the host program")
     good.task.refresh_from_db()
     assert good.task.state == "TIMED_OUT", good.task.state_reason  # observed after the bad one: stopped, ended
     assert done.get("observed")

@@ -14,7 +14,7 @@ from tasks.models import LogChunk, Task
 from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
-from tests.builders import hello_spec
+from tests.builders import hello_spec, v1_runner_client
 
 VALUE = "pa55-Word-for-the-db"
 FILE_VALUE = "-----KEY 9f8e7d-----"
@@ -151,9 +151,7 @@ def test_cloning_a_task_with_secrets_fills_the_secrets_field_with_the_references
 def test_a_secret_in_a_progress_message_a_result_or_an_exit_reason_is_masked_too(world):
     """What a program reports besides its log (through the Runner API, as a Runner sends it) is masked alike."""
     from django.db import transaction
-    from rest_framework.test import APIClient
 
-    from cloudpivot import credentials
     from tasks.services.attempts import attempt_create
     from tasks.services.lifecycle import task_lock
 
@@ -161,9 +159,7 @@ def test_a_secret_in_a_progress_message_a_result_or_an_exit_reason_is_masked_too
     task, _ = task_submit(user=world.bob, document=hello_spec(secrets=[{"name": "db-password", "env": "P"}]))
     with transaction.atomic():
         attempt = attempt_create(task=task_lock(task.pk), reason="test")
-    runner = APIClient()
-    token = credentials.runner_credential(external_name=attempt.external_name, nonce=attempt.credential_nonce)
-    runner.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    runner = v1_runner_client(attempt)
 
     def ev(seq, type, **data):
         return {"seq": seq, "type": type, "time": "2026-12-07T12:00:00Z", "data": data}

@@ -24,12 +24,12 @@ from tests.builders import hello_spec
 
 @pytest.fixture
 def other_cloud(world, tmp_path, monkeypatch):
-    """A connection without a host agent (the test backend of tests/runner_host.py): the pass serves it."""
+    """A connection without a host agent (the test backend of tests/vm_host.py): the pass serves it."""
     from clusters.backends import BACKENDS
 
-    monkeypatch.setitem(BACKENDS, "runner-host", "tests.runner_host.RunnerHostBackend")
+    monkeypatch.setitem(BACKENDS, "vm-host", "tests.vm_host.VmHostBackend")
     connection = CloudConnection.objects.create(
-        cloud_id="hosts", backend="runner-host", options={"runs_dir": str(tmp_path / "hosts")}
+        cloud_id="hosts", backend="vm-host", options={"runs_dir": str(tmp_path / "hosts")}
     )
     connection.projects.add(world.alpha)
     return connection

@@ -72,14 +72,9 @@ class OpenStackBackend(ExecutionBackend):
             errors.append(
                 {"field": "outputs", "message": f"the {cloud} cloud cannot keep declared outputs yet; remove `outputs`"}
             )
-        if self.options["runner_bootstrap"] not in checks.BOOTSTRAP_MODES:
-            errors.append(
-                {
-                    "field": "cloud",
-                    "message": f"the {cloud} cloud is set to runner_bootstrap={self.options['runner_bootstrap']!r}, "
-                    "which this version cannot do; use 'preinstalled'",
-                }
-            )
+        if self.options["runner_bootstrap"] not in cloudinit.DELIVERY_MODES:
+            note = checks.delivery_note(self.options["runner_bootstrap"], self.options["runner_path"])
+            errors.append({"field": "cloud", "message": f"the {cloud} cloud is set wrong: {note}"})
         if not (spec.get("image") or self.options["image"]):
             errors.append({"field": "image", "message": f"name a VM image: the {cloud} cloud has no default image"})
         return errors

@@ -6,9 +6,9 @@ from typing import Any
 
 from clusters.backends.base import BackendError
 from clusters.backends.openstack.client import BLOCK_STORAGE_TYPES, OpenStackClient, network_names
+from clusters.backends.openstack.cloudinit import DELIVERY_MODES
 
 LISTED = 20  # names listed when a wanted one is missing
-BOOTSTRAP_MODES = ("preinstalled",)  # "fetch" (Runner downloaded from CloudPivot, checked by SHA-256) is planned
 
 
 def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
@@ -67,14 +67,16 @@ def requirements(client: OpenStackClient) -> list[dict[str, Any]]:
         key = options["key_name"]
         check_exists(f"key pair {key!r}", lambda: conn.compute.find_keypair(key), True, conn.compute.keypairs)
     mode = options["runner_bootstrap"]
-    add(
-        "runner bootstrap",
-        mode in BOOTSTRAP_MODES,
-        f"{mode}: the image must hold the Runner at {options['runner_path']}"
-        if mode in BOOTSTRAP_MODES
-        else f"{mode!r} is not available in this version; use 'preinstalled'",
-    )
+    add("host program", mode in DELIVERY_MODES, delivery_note(mode, options["runner_path"]))
     return results
+
+
+def delivery_note(mode: str, path: str) -> str:
+    if mode == "user_data":
+        return f"user_data: the user data carries the host program to {path}; the image needs python3 (3.8+)"
+    if mode == "preinstalled":
+        return f"preinstalled: the image must hold the host program (cloudpivot-agent.pyz) at {path}"
+    return f"runner_bootstrap={mode!r} is not known; use 'user_data' (the default) or 'preinstalled'"
 
 
 def _there_are(client: OpenStackClient, lister: Any) -> str:

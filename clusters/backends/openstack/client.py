@@ -43,8 +43,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "key_name": "",
     "security_groups": [],
     "availability_zone": "",
-    "runner_bootstrap": "preinstalled",
-    "runner_path": "/opt/cloudpivot/cloudpivot_runner.py",
+    "runner_bootstrap": "user_data",  # how the VM gets the host program: in the user data, or "preinstalled"
+    "runner_path": "/opt/cloudpivot/cloudpivot-agent.pyz",
     "runner_python": "/usr/bin/python3",
     "callback_url": "",
     "ca_file": "",

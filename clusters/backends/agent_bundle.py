@@ -1,0 +1,43 @@
+"""The host program as one file a VM's user data can carry: a zipapp of the modules in runner_api/agent/.
+
+Built in memory from this very tree, byte for byte the same for the same sources (fixed member times), so the
+program in a VM is always the server's own version and its SHA-256 says which one it is. About 20 KB: well
+inside Nova's 64 KB of user data.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import zipfile
+from pathlib import Path
+
+AGENT_DIR = Path(__file__).resolve().parents[2] / "runner_api" / "agent"
+MODULES = (
+    "cloudpivot_agent",
+    "cloudpivot_agent_log",
+    "cloudpivot_boot",
+    "cloudpivot_common",
+    "cloudpivot_outputs",
+    "cloudpivot_supervisor",
+    "cloudpivot_sync",
+)
+MAIN = "import sys\n\nimport cloudpivot_agent\n\nsys.exit(cloudpivot_agent.main())\n"
+SHEBANG = b"#!/usr/bin/env python3\n"
+
+
+@functools.cache
+def agent_zipapp() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        members = [(f"{name}.py", (AGENT_DIR / f"{name}.py").read_text()) for name in MODULES]
+        for name, source in [*members, ("__main__.py", MAIN)]:
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            archive.writestr(info, source, compresslevel=9)
+    return SHEBANG + buffer.getvalue()
+
+
+def agent_zipapp_sha256() -> str:
+    return hashlib.sha256(agent_zipapp()).hexdigest()
