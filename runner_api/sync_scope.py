@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cloudpivot import credentials
 from cloudpivot.common import sha256_hex
+from clusters.backends import handed_out_kinds
 from clusters.backends.local import agent_name, connection_runs_dir
 from clusters.models import CloudConnection
 from tasks.models import Attempt
@@ -34,7 +35,7 @@ def _agent_scope(value: str, name: str) -> SyncScope:
     if not name or not credentials.agent_credential_matches(name=name, presented=value):
         raise SyncRefused("Unknown host agent credential (agent.name must be the name it was issued for).")
     scope = SyncScope(agent_name=name)
-    for connection in CloudConnection.objects.filter(backend="local"):
+    for connection in CloudConnection.objects.filter(backend__in=handed_out_kinds()):
         runs_dir = connection_runs_dir(connection)
         if agent_name(runs_dir) == name:
             scope.connection_ids.append(connection.pk)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from cloudpivot import realtime
 from cloudpivot.queueing import enqueue
-from clusters.backends.local import LOCAL, local_agent_wake
+from clusters.backends import backend_hands_out, handed_out_kinds
+from clusters.backends.local import local_agent_wake
 from tasks.choices import TaskState
 from tasks.models import Task
 
@@ -34,7 +35,7 @@ def enqueue_admission() -> None:
     it has something to do: tasks waiting for a cloud without an agent, or no agent heard the ring (the
     pass then launches one). A local task on a running agent costs the reconciler nothing."""
     heard = local_agent_wake()
-    if not heard or Task.objects.filter(state=TaskState.PENDING).exclude(backend=LOCAL).exists():
+    if not heard or Task.objects.filter(state=TaskState.PENDING).exclude(backend__in=handed_out_kinds()).exists():
         realtime.ring_reconciler()
 
 
@@ -43,7 +44,7 @@ def wake_for_submitted(*, backend: str, connection_id: int) -> None:
     unlike enqueue_admission, this asks the database nothing when the connection's agent heard the ring
     (a submit's hot path): a `local` task wakes its agent (and the reconciler only when no agent heard:
     the pass launches one), any other cloud's task the reconciler."""
-    if backend == LOCAL and local_agent_wake(connection_id=connection_id):
+    if backend_hands_out(backend) and local_agent_wake(connection_id=connection_id):
         return
     realtime.ring_reconciler()
 

@@ -35,6 +35,7 @@ class VmHostBackend(LocalBackend):
     it is given the one-time bootstrap secret, not the credential, and exchanges it at its first start."""
 
     needs_bootstrap_secret = True
+    hands_out = False  # started by the reconcile pass, as in a cloud
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         state_dir = self._state_dir(attempt)

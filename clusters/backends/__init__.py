@@ -31,6 +31,16 @@ def backend_uses_runner(kind: str) -> bool:
     return bool(import_string(BACKENDS[kind]).uses_runner) if kind in BACKENDS else False
 
 
+def handed_out_kinds() -> tuple[str, ...]:
+    """The kinds whose attempts the connection's host agent takes in a sync (ExecutionBackend.hands_out), where
+    the others' are started in their cloud by the reconcile pass: said once, not as checks for `local`."""
+    return tuple(kind for kind, path in BACKENDS.items() if import_string(path).hands_out)
+
+
+def backend_hands_out(kind: str) -> bool:
+    return kind in handed_out_kinds()
+
+
 def get_backend(connection: CloudConnection) -> ExecutionBackend:
     path = BACKENDS.get(connection.backend)
     if path is None:

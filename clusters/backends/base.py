@@ -135,6 +135,9 @@ class ExecutionBackend:
     connection: CloudConnection
     # True when a Runner reports the program's life (local, OpenStack); False when the cloud itself does (Kubernetes).
     uses_runner: bool = False
+    # How an attempt reaches its execution: True when the connection's host agent takes it in a sync (local:
+    # admitted and handed out there), False when the reconcile pass starts it in the cloud (ensure_started).
+    hands_out: bool = False
     # The kinds `inventory` answers for (empty: no inventory).
     inventory_kinds: tuple[str, ...] = ()
     # True when ensure_started needs `AttemptRef.bootstrap_secret` (a VM's Runner bootstraps with it).

@@ -138,6 +138,7 @@ def agent_stop(runs_dir: Path) -> bool:
 
 class LocalBackend(ExecutionBackend):
     uses_runner = True
+    hands_out = True  # the host agent takes its attempts in a sync; ensure_started only notes the hand-out
     inventory_kinds: tuple[str, ...] = ()
 
     def __init__(self, connection: CloudConnection) -> None:

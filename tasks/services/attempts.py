@@ -15,9 +15,8 @@ from cloudpivot import credentials
 from cloudpivot.crash_points import crash_point
 from cloudpivot.exceptions import ApplicationError
 from cloudpivot.rows import objects_insert
-from clusters.backends import backend_uses_runner, get_backend
+from clusters.backends import backend_hands_out, backend_uses_runner, get_backend
 from clusters.backends.base import AttemptRef, BackendError
-from clusters.backends.local import LOCAL
 from clusters.models import CloudConnection
 from runner_api.bootstrap import bootstrap_secret_issue
 from tasks import dispatch
@@ -143,7 +142,7 @@ def attempt_intent(*, task: Task, reason: str, transitions: Transitions) -> Atte
 
 def attempts_announce(task: Task, *, announce: bool = True) -> None:
     """Wake who starts the new attempts of the task's connection, after commit (once per transaction will do)."""
-    if task.backend != LOCAL:
+    if not backend_hands_out(task.backend):
         on_commit_once(dispatch.wake_reconciler)
     elif announce:
         _ring_host_agents(task)
@@ -252,7 +251,7 @@ def attempt_request_stop(*, task: Task, attempt: Attempt, reason: str, message: 
 
 def _ring_host_agents(task: Task) -> None:
     """A host agent hears at once of a new attempt or a stop request (docs/runner.md, "The host agent")."""
-    if task.backend == LOCAL:
+    if backend_hands_out(task.backend):
         connection_id = task.connection_id
         transaction.on_commit(lambda: dispatch.wake_agent(connection_id))
 
@@ -365,8 +364,8 @@ def _interrupted(task: Task, attempt: Attempt, reason: str, extra: dict, changed
 
 
 def _cleanup_needed(task: Task, attempt: Attempt) -> str:
-    """A `local` attempt never handed to its agent left nothing on the host; every other one has something to remove."""
-    if task.backend == LOCAL and not attempt.external_ref:
+    """An attempt never handed to its host agent left nothing on the host; every other one has something to remove."""
+    if backend_hands_out(task.backend) and not attempt.external_ref:
         return CleanupState.DONE
     return CleanupState.PENDING
 
@@ -374,7 +373,7 @@ def _cleanup_needed(task: Task, attempt: Attempt) -> str:
 def _enqueue_cleanup(task: Task, attempt: Attempt) -> None:
     """Who removes what the attempt left: its host agent, told in its next sync that the attempt is closed
     (and the reconcile pass if the agent never confirms); for the other clouds the reconcile pass, woken now."""
-    if task.backend != LOCAL and attempt.cleanup_state == CleanupState.PENDING:
+    if not backend_hands_out(task.backend) and attempt.cleanup_state == CleanupState.PENDING:
         transaction.on_commit(dispatch.wake_reconciler)
 
 

@@ -28,7 +28,8 @@ from django.db import transaction
 from django.db.models import F, Min, Q
 from django.utils import timezone
 
-from clusters.backends.local import LOCAL, local_agent_ensure
+from clusters.backends import handed_out_kinds
+from clusters.backends.local import local_agent_ensure
 from clusters.models import CloudConnection
 from tasks import dispatch
 from tasks.choices import EXECUTING, AttemptState, CleanupState, StopReason, TaskState
@@ -186,9 +187,9 @@ def _cancel_unstarted_one(task_id) -> int:
 def agents_launched() -> int:
     """A `local` connection with work for its host agent (to admit, to take) and no agent running: launch one."""
     waiting = Task.objects.filter(
-        backend=LOCAL, state__in=(TaskState.PENDING, TaskState.SUBMITTING, TaskState.STARTING)
+        backend__in=handed_out_kinds(), state__in=(TaskState.PENDING, TaskState.SUBMITTING, TaskState.STARTING)
     ).values("connection_id")
-    connections = CloudConnection.objects.filter(backend=LOCAL, pk__in=waiting)
+    connections = CloudConnection.objects.filter(backend__in=handed_out_kinds(), pk__in=waiting)
     return sum(
         isolated(f"launching the host agent of {c.cloud_id}", lambda c=c: int(local_agent_ensure(c)))
         for c in connections
@@ -229,7 +230,7 @@ def _starts_query(now: dt.datetime):
     cutoff = now - dt.timedelta(seconds=START_RETRY_SECONDS)
     return (
         Attempt.objects.filter(task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True)
-        .exclude(task__backend=LOCAL)
+        .exclude(task__backend__in=handed_out_kinds())
         .filter(Q(state=AttemptState.CREATED) | Q(updated_at__lt=cutoff))
     )
 
@@ -319,8 +320,9 @@ def cleanups_pending(
 def _cleanups_query(now: dt.datetime):
     retry = now - dt.timedelta(seconds=CLEANUP_RETRY_SECONDS)
     grace = now - dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS)
-    clouds = ~Q(task__backend=LOCAL) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
-    unconfirmed = Q(task__backend=LOCAL, closed_at__lt=grace) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
+    agents = handed_out_kinds()  # their host agents clean up; the pass only after the grace, if they never said so
+    clouds = ~Q(task__backend__in=agents) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
+    unconfirmed = Q(task__backend__in=agents, closed_at__lt=grace) & (Q(cleanup_error="") | Q(updated_at__lt=retry))
     return (
         Attempt.objects.filter(cleanup_state=CleanupState.PENDING)
         .filter(clouds | unconfirmed)
@@ -356,21 +358,22 @@ def reconcile_due_at(*, last_pass: dt.datetime | None, now: dt.datetime | None =
         at = step_due(last_pass, now)
         if at is not None:
             due.append(at)
+    agents = handed_out_kinds()
     pending = Task.objects.filter(state=TaskState.PENDING, connection__dispatch_enabled=True)
-    if pending.exclude(backend=LOCAL).exclude(state_reason__startswith="waiting:").exists():
+    if pending.exclude(backend__in=agents).exclude(state_reason__startswith="waiting:").exists():
         return now
-    if pending.exclude(backend=LOCAL).exists():
+    if pending.exclude(backend__in=agents).exists():
         every(WAITING_SECONDS)
-    local_work = Task.objects.filter(
-        backend=LOCAL, state__in=(TaskState.PENDING, TaskState.SUBMITTING, TaskState.STARTING)
+    agent_work = Task.objects.filter(
+        backend__in=agents, state__in=(TaskState.PENDING, TaskState.SUBMITTING, TaskState.STARTING)
     ).values("connection_id")
-    if any(not local_agent_serves(c) for c in CloudConnection.objects.filter(backend=LOCAL, pk__in=local_work)):
+    if any(not local_agent_serves(c) for c in CloudConnection.objects.filter(backend__in=agents, pk__in=agent_work)):
         return now
     retry_at = Task.objects.filter(state=TaskState.RETRY_WAIT).aggregate(at=Min("next_attempt_at"))["at"]
     if retry_at is not None:
         due.append(retry_at)
     executing = set(Task.objects.filter(state__in=EXECUTING).values_list("backend", "state").distinct())
-    if any(backend != LOCAL and state != TaskState.UNKNOWN for backend, state in executing):
+    if any(backend not in agents and state != TaskState.UNKNOWN for backend, state in executing):
         every(OBSERVE_SECONDS)
         due += _starts_due_at()
     elif any(state != TaskState.UNKNOWN for _backend, state in executing):
@@ -386,7 +389,7 @@ def reconcile_due_at(*, last_pass: dt.datetime | None, now: dt.datetime | None =
 def _starts_due_at() -> list[dt.datetime]:
     submitting = Attempt.objects.filter(
         task__state=TaskState.SUBMITTING, external_ref="", closed_at__isnull=True
-    ).exclude(task__backend=LOCAL)
+    ).exclude(task__backend__in=handed_out_kinds())
     if submitting.filter(state=AttemptState.CREATED).exists():
         return [timezone.now()]
     oldest = submitting.aggregate(at=Min("updated_at"))["at"]
@@ -404,10 +407,10 @@ def _cleanups_at() -> list[dt.datetime]:
     rows = Attempt.objects.filter(cleanup_state=CleanupState.PENDING).values_list(
         "task__backend", "cleanup_error", "updated_at", "closed_at", "hold_until"
     )[:500]
-    due = []
+    due, agents = [], handed_out_kinds()
     for backend, error, updated_at, closed_at, hold_until in rows:
         closed_at = closed_at or updated_at
-        at = closed_at + dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS) if backend == LOCAL else closed_at
+        at = closed_at + dt.timedelta(seconds=LOCAL_CLEANUP_GRACE_SECONDS) if backend in agents else closed_at
         if error:
             at = max(at, updated_at + dt.timedelta(seconds=CLEANUP_RETRY_SECONDS))
         if hold_until:
