@@ -540,11 +540,7 @@ def test_the_cross_app_rule_sees_a_write_through_a_queryset_chain(tmp_path):
 
 # ---------------------------------------------------------------------------- (g) test modules import no test module
 # Test modules that still import another, each with its reason; delete the entry once its import is gone.
-TEST_IMPORTS_ALLOWED = {
-    # its sync helpers and the `agent` fixture come from test_sync_protocol.py; tests/runner_api/ is another
-    # change's to rework (issue 32 item 6): they move to tests/runner_api/support.py or its conftest.py then
-    "tests/runner_api/test_sync_bulk_apply.py",
-}
+TEST_IMPORTS_ALLOWED: set[str] = set()
 
 
 def imports_of_test_modules(root: Path = ROOT) -> list[str]:

@@ -1,5 +1,5 @@
-"""What the fault tests of the Runner (v1) and of the host agent share: a Daphne they may stop
-(the programs they run are in tests/runner_api/support.py)."""
+"""What the tests of the host program share: a Daphne they may stop, and an agent's HTTP client (the programs
+they run and the v2 helpers are in tests/runner_api/support.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import signal
 from types import SimpleNamespace
 
 import pytest
+from rest_framework.test import APIClient
 
+from cloudpivot import credentials
+from clusters.backends.local import agent_name, connection_runs_dir
 from tests import helpers
 from tests.plugins.servers import kill_leftover_runners
 
@@ -32,3 +35,13 @@ def server(transactional_db, settings, tmp_path, server_logs, monkeypatch):
     yield box
     box.stop()
     kill_leftover_runners(tmp_path)
+
+
+@pytest.fixture
+def agent(world):
+    """An HTTP client holding the agent credential of the world's `local` connection."""
+    name = agent_name(connection_runs_dir(world.local))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {credentials.agent_credential(name=name)}")
+    client.agent_name = name
+    return client

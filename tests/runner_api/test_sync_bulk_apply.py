@@ -13,7 +13,7 @@ from runner_api import serializers
 from runner_api.serializers import SyncEventsField
 from tasks.models import Attempt, LogChunk, Task, TaskEvent
 from tasks.services import runner_sync
-from tests.runner_api.test_sync_protocol import admitted, agent, chunk, sync  # noqa: F401 (agent: a fixture)
+from tests.runner_api.support import admitted, chunk, sync
 
 
 def running(agent, world, count: int) -> list[Attempt]:  # noqa: F811

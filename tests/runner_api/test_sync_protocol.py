@@ -10,49 +10,13 @@ from django.db import transaction
 from rest_framework.test import APIClient
 
 from cloudpivot import credentials
-from clusters.backends.local import agent_name, connection_runs_dir
-from tasks.models import Attempt, LogChunk, Task
+from tasks.models import LogChunk, Task
 from tasks.services import task_cancel
 from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
 from tests.builders import hello_spec
-
-
-def admitted(world, **spec) -> Attempt:
-    task, _ = task_submit(user=world.bob, document=hello_spec(**spec))
-    with transaction.atomic():
-        return attempt_create(task=task_lock(task.pk), reason="test")
-
-
-@pytest.fixture
-def agent(world):
-    """An HTTP client holding the agent credential of the world's `local` connection."""
-    name = agent_name(connection_runs_dir(world.local))
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {credentials.agent_credential(name=name)}")
-    client.agent_name = name
-    return client
-
-
-def sync(client, *, known=(), attempts=(), wait=0, stopping=(), name=None):
-    body = {
-        "protocol": 2,
-        "agent": {"name": name or getattr(client, "agent_name", ""), "boot_id": "b1", "version": "2.0", "pid": 4242},
-        "known": list(known),
-        "stopping": list(stopping),
-        "attempts": list(attempts),
-        "wait": wait,
-    }
-    return client.post("/runner/v2/sync", body, format="json")
-
-
-def ev(seq, type, **data):
-    return {"seq": seq, "type": type, "time": "2026-11-30T12:00:00Z", "data": data}
-
-
-def chunk(stream, offset, data: bytes):
-    return {"stream": stream, "offset": offset, "data": base64.b64encode(data).decode()}
+from tests.runner_api.support import admitted, chunk, ev, sync
 
 
 def test_a_new_attempt_is_handed_out_once_and_moves_to_starting(agent, world):
