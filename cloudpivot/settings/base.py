@@ -399,6 +399,9 @@ RUNNER_HEARTBEAT_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_SECONDS", defa
 RUNNER_HEARTBEAT_DEADLINE_SECONDS = env.float("CLOUDPIVOT_RUNNER_HEARTBEAT_DEADLINE_SECONDS", default=60.0)
 # A gone Runner (or host agent) is started again at most this often per attempt; then the attempt FAILS.
 RUNNER_RELAUNCH_LIMIT = env.int("CLOUDPIVOT_RUNNER_RELAUNCH_LIMIT", default=3)
+# Events kept per attempt: a program reporting progress without end fills the task's history no further
+# (its later progress reports are acknowledged, counted in the seq, and not stored; the log keeps its output).
+RUNNER_EVENTS_KEPT_PER_ATTEMPT = env.int("CLOUDPIVOT_RUNNER_EVENTS_KEPT_PER_ATTEMPT", default=1000)
 # Overload is shed, not queued (cloudpivot/shedding.py, docs/operations.md): per web process, at most this many
 # requests at once (0: no bound), at most this many waiting for a place, each at most this long; beyond, 503
 # with Retry-After at once. The probes and the long-polls are not counted.

@@ -10,6 +10,7 @@ import signal as signals
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -51,8 +52,6 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
     _refuse_if_closed(attempt)
     _mark_contact(attempt)
     spec = attempt.task.normalized
-    from django.conf import settings
-
     secrets = assignment_secrets(attempt.task)  # project secrets: for the execution only, never stored
     return {
         "task_id": str(attempt.task_id),
@@ -142,7 +141,7 @@ def runner_events_apply_locked(*, task: Task, attempt: Attempt, events: list[dic
     while attempt.acked_seq + 1 in by_seq and not attempt.is_closed:
         event = by_seq[attempt.acked_seq + 1]
         if event["type"] == "progress":
-            progress.append(runner_progress_event(task, attempt, event))
+            progress += filter(None, [runner_progress_event(task, attempt, event)])
         else:
             _progress_save(task, progress)  # what came before is stored before what this event does
             _apply(task, attempt, event)
@@ -150,16 +149,25 @@ def runner_events_apply_locked(*, task: Task, attempt: Attempt, events: list[dic
     _progress_save(task, progress)
 
 
-def runner_progress_event(task: Task, attempt: Attempt, event: dict[str, Any]) -> TaskEvent:
+def runner_progress_event(task: Task, attempt: Attempt, event: dict[str, Any]) -> TaskEvent | None:
     """A progress report as the next public event of the locked task, in memory: a run of them is stored
-    with one INSERT and one UPDATE of the task's seq counter (_progress_save), not two queries each."""
+    with one INSERT and one UPDATE of the task's seq counter (_progress_save), not two queries each.
+
+    None past RUNNER_EVENTS_KEPT_PER_ATTEMPT reports of the attempt (its seq counts them): the history of a
+    task stays bounded whatever its program reports; the last one kept says so, once."""
+    seq, kept = attempt.acked_seq + 1, settings.RUNNER_EVENTS_KEPT_PER_ATTEMPT
+    if seq > kept:
+        return None
     data = report_mask(task, event.get("data") or {})
+    message = str(data.get("message", ""))[:2000]
+    if seq == kept:
+        message = f"the program's later progress reports are not kept ({kept} events per attempt); its log goes on"
     task.last_event_seq += 1
     return TaskEvent(
         task=task,
         seq=task.last_event_seq,
         type="progress",
-        message=str(data.get("message", ""))[:2000],
+        message=message,
         data={"attempt": attempt.number, "fraction": data.get("fraction")},
     )
 
@@ -193,7 +201,7 @@ def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
                 data={"attempt": attempt.number},
             )
     elif kind == "progress":
-        _progress_save(task, [runner_progress_event(task, attempt, event)])
+        _progress_save(task, list(filter(None, [runner_progress_event(task, attempt, event)])))
     elif kind == "result":
         task.result = {"summary": data.get("summary"), "refs": data.get("refs") or []}
         Task.objects.filter(pk=task.pk).update(result=task.result)

@@ -229,7 +229,7 @@ class _Batch:
         _logs_append(attempt, report["logs"], self.chunks)
         by_seq = {event["seq"]: event for event in report["events"]}
         while attempt.acked_seq + 1 in by_seq:
-            self.events.append(runner_progress_event(task, attempt, by_seq[attempt.acked_seq + 1]))
+            self.events += filter(None, [runner_progress_event(task, attempt, by_seq[attempt.acked_seq + 1])])
             attempt.acked_seq += 1
         now = timezone.now()
         attempt.last_heartbeat_at = now

@@ -230,3 +230,20 @@ def test_an_agents_pid_is_bounded_and_two_vm_runners_with_one_pid_each_have_thei
     for attempt, _ in runners:
         attempt.refresh_from_db()
         assert attempt.last_heartbeat_at is not None and attempt.runner_pid == 4242, attempt.external_name
+
+
+def test_events_per_attempt_are_bounded_and_the_last_kept_one_says_so(agent, world, settings):
+    """A program reporting progress without end: acknowledged, but the task's history stops growing."""
+    settings.RUNNER_EVENTS_KEPT_PER_ATTEMPT = 5
+    attempt = admitted(world)
+    sync(agent)
+    events = [ev(1, "started", pid=9)] + [ev(seq, "progress", message=f"step {seq}") for seq in range(2, 40)]
+    answer = sync(agent, known=[attempt.external_name], attempts=[{"attempt": attempt.external_name, "events": events}])
+    assert answer.json()["attempts"][attempt.external_name]["acked_seq"] == 39
+    more = [ev(40, "progress", message="step 40"), ev(41, "exited", exit_code=0, signal=None, reason="done")]
+    sync(agent, known=[attempt.external_name], attempts=[{"attempt": attempt.external_name, "events": more}])
+    task = Task.objects.get(pk=attempt.task_id)
+    progress = list(task.events.filter(type="progress").values_list("message", flat=True))
+    assert progress[:3] == ["step 2", "step 3", "step 4"]
+    assert progress[3:] == ["the program's later progress reports are not kept (5 events per attempt); its log goes on"]
+    assert task.state == "SUCCEEDED"  # what changes state is always applied
