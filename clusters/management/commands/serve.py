@@ -167,6 +167,9 @@ class Command(BaseCommand):
             for line in banner:
                 self.stdout.write("  " + line)
             self.stdout.write(f"  API docs: {url}api/docs/   Ctrl-C stops the web server and the workers.\n")
+            if not stop["now"]:
+                self.stdout.flush()
+                _watch_without_django(processes, agents, stop_grace)  # returns only if the exec failed
             while not stop["now"] and all(p.poll() is None for p in processes):
                 time.sleep(0.5)
         finally:
@@ -227,6 +230,25 @@ def _start_host_agents(host: str, port: int) -> list:
             continue
         started.append(backend.runs_dir)
     return started
+
+
+def _watch_without_django(processes: list[subprocess.Popen], agents: list, grace: float) -> None:
+    """From here serve only waits: exec cloudpivot/serve_watch.py in its place, a process of the standard library
+    that does the same waiting and stopping without Django's memory (docs/benchmarks.md, idle memory)."""
+    command = [sys.executable, "-m", "cloudpivot.serve_watch", "--grace", str(grace)]
+    for runs_dir in agents:
+        command += ["--agent-lock", str(runs_dir / "agent.lock")]
+    command += [f"{_name(process)}={process.pid}" for process in processes]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    stops = (signal.SIGINT, signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # held across the exec, taken by serve_watch once it listens
+    try:
+        os.chdir(settings.BASE_DIR)  # where `-m cloudpivot.…` is found
+        os.execv(sys.executable, command)
+    except OSError as exc:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+        sys.stderr.write(f"warning: serve keeps watching with Django loaded ({exc})\n")
 
 
 def _default_agent_processes() -> str:
