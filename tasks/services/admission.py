@@ -60,9 +60,9 @@ def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> 
     Per (project, owner), so neither a project whose own quota holds back any number of tasks nor
     one owner's long queue (a task set keeps up to TASK_SET_AHEAD elements PENDING) hides another
     project's or another user's tasks from admission: `fair_order` then decides who goes first.
-    One query for the (project, owner) pairs with PENDING tasks (a walk of the connection's PENDING
-    rows on the tasks_task_admission index: sets keep few PENDING, the rest wait unmade), one per
-    pair for its oldest `limit`.
+    One query for the (project, owner) pairs with PENDING tasks (a walk of the connection's entries in
+    tasks_task_pending_heads, an index of the PENDING rows alone, without reading the table), one per
+    pair for its oldest `limit` (read in order from the same index, however long another owner's queue).
     """
     pending = Task.objects.filter(connection=connection, state=TaskState.PENDING)
     pairs = list(pending.order_by().values_list("project_id", "owner_id").distinct())
