@@ -11,11 +11,9 @@ which name the field.
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 
-JSON_PREFIXES = ("/api/", "/runner/")
+from cloudpivot.asgi_answers import send_error
 
 
 def limit_for(path: str) -> int:
@@ -95,15 +93,12 @@ def _words(length: int, limit: int, *, declared: bool = True) -> str:
 
 
 async def _refuse(send, path: str, status: int, code: str, message: str) -> None:
-    if path.startswith(JSON_PREFIXES):
-        body = json.dumps({"code": code, "message": message, "errors": [{"field": "", "message": message}]}).encode()
-        content_type = b"application/json"
-    else:
-        body, content_type = f"<!doctype html><title>{status}</title><p>{message}</p>".encode(), b"text/html"
-    headers = [
-        (b"content-type", content_type),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),  # the body that was not read must not be taken for the next request
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_error(
+        send,
+        path=path,
+        status=status,
+        code=code,
+        message=message,
+        errors=[{"field": "", "message": message}],
+        headers=[(b"connection", b"close")],  # the body that was not read must not be taken for the next request
+    )

@@ -15,13 +15,13 @@ bound; behind a balancer the bounds add up.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 
 from django.conf import settings
 
+from cloudpivot.asgi_answers import send_error
+
 EXEMPT_PREFIXES = ("/healthz", "/readyz", "/runner/v2/sync", "/api/v1/events")
-JSON_PREFIXES = ("/api/", "/runner/")
 RETRY_AFTER_SECONDS = 2
 MESSAGE = "the server is busy: try again in {seconds} s"
 PAGE = (
@@ -84,21 +84,15 @@ class LoadShedder:
 
 
 async def _busy(scope, send) -> None:
-    path = scope.get("path", "")
-    if path.startswith(JSON_PREFIXES):
-        seconds = RETRY_AFTER_SECONDS
-        body = json.dumps({"code": "overloaded", "message": MESSAGE.format(seconds=seconds), "errors": []}).encode()
-        content_type = b"application/json"
-    else:
-        body, content_type = PAGE.encode(), b"text/html; charset=utf-8"
-    headers = [
-        (b"content-type", content_type),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
-        (b"cache-control", b"no-store"),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_error(
+        send,
+        path=scope.get("path", ""),
+        status=503,
+        code="overloaded",
+        message=MESSAGE.format(seconds=RETRY_AFTER_SECONDS),
+        page=PAGE,
+        headers=[(b"retry-after", str(RETRY_AFTER_SECONDS).encode()), (b"cache-control", b"no-store")],
+    )
 
 
 def with_load_shedding(application):

@@ -25,12 +25,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from cloudpivot.api import error_body
+from cloudpivot.asgi_answers import JSON_PREFIXES
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
 CLOSE_TRY_AGAIN_LATER = 1013  # RFC 6455 registry: "the service is experiencing overload/restart"
-JSON_PREFIXES = ("/api/", "/runner/")
 MESSAGE = "the database is not reachable at the moment; nothing was changed, try again shortly"
 # A full disk under the database is unavailability too, but one an operator must end: its own status and words.
 FULL_MESSAGE = "the server's storage is full: nothing was changed; an operator must free space, then try again"

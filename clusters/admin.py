@@ -1,5 +1,8 @@
+from functools import partial
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
@@ -10,6 +13,7 @@ from clusters.health import connections_check
 from clusters.models import CloudConnection, MetricSample
 from orphans.connections import connection_delete
 from orphans.models import OrphanFinding
+from tasks.services.admission import connection_dispatch_said
 
 FORM_ONLY_FIELDS = {*OPENSTACK_FIELDS, *KUBERNETES_FIELDS, *DEFAULT_FIELDS, "check_cloud", "dispatch_override"}
 HOST_WARNING = (
@@ -114,6 +118,8 @@ class CloudConnectionAdmin(admin.ModelAdmin):
         if form.dispatch_overridden:  # the request's audit entry says dispatch came on without a passing check
             request.audit_details = {"dispatch_override": "turned on without a passing check"}
         super().save_model(request, obj, form, change)
+        if change and "dispatch_enabled" in form.changed_data:  # the waiting tasks say what it means for them
+            transaction.on_commit(partial(connection_dispatch_said, connection_id=obj.pk))
 
     def delete_model(self, request, obj) -> None:
         connection_delete(connection=obj, actor=request.user)

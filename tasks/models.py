@@ -60,6 +60,13 @@ class Task(BaseModel):
             models.Index(fields=["state", "created_at"], name="tasks_task_state_created"),
             # Admission: the projects with PENDING tasks on a connection, and each one's oldest (services/admission.py).
             models.Index(fields=["connection", "state", "project", "created_at", "id"], name="tasks_task_admission"),
+            # Fair share (admission.queue_heads): the (project, owner) pairs with PENDING tasks on a connection, read
+            # from the index alone, and each pair's oldest, in order. Only PENDING rows: small, whatever the history.
+            models.Index(
+                fields=["connection", "project", "owner", "created_at", "id"],
+                condition=Q(state="PENDING"),
+                name="tasks_task_pending_heads",
+            ),
             models.Index(fields=["project", "-created_at", "-id"], name="tasks_task_project_newest"),
             # Lists filtered by state within a project, newest first (a rare state would walk the whole project).
             models.Index(fields=["project", "state", "-created_at", "-id"], name="tasks_task_project_state"),

@@ -12,10 +12,10 @@ from django.db import connection, models
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from cloudpivot.accounts.models import Membership, Role
+from cloudpivot.accounts.models import Membership
 from cloudpivot.accounts.quotas import Footprint, task_footprint
-from cloudpivot.accounts.selectors import project_role, role_at_least
-from cloudpivot.exceptions import NotFound, PermissionDenied
+from cloudpivot.accounts.selectors import check_owner_or_admin
+from cloudpivot.exceptions import NotFound
 from tasks import list_json
 from tasks.choices import HOLDS_QUOTA, CleanupState, TaskState
 from tasks.models import Attempt, Task
@@ -102,16 +102,7 @@ def task_get_for_user(*, user: AbstractBaseUser, task_id: Any, only: tuple[str, 
 
 def task_check_can_act(*, user: AbstractBaseUser, task: Task) -> None:
     """Cancel and retry: project admins on any task, submitters on their own; readers never."""
-    role = project_role(user=user, project=task.project)
-    if role_at_least(role, Role.ADMIN):
-        return
-    if role_at_least(role, Role.SUBMITTER) and task.owner_id == user.pk:
-        return
-    raise PermissionDenied(
-        f"your role in {task.project.slug} ({role}) does not allow this on another user's task"
-        if role == Role.SUBMITTER
-        else f"your role in {task.project.slug} is {role}; cancel and retry need submitter or admin"
-    )
+    check_owner_or_admin(user=user, project=task.project, owner_id=task.owner_id, what="task")
 
 
 def task_queue_position(*, task: Task) -> int | None:

@@ -8,9 +8,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 
-from cloudpivot.accounts.models import Membership, Role
-from cloudpivot.accounts.selectors import project_role, role_at_least
-from cloudpivot.exceptions import NotFound, PermissionDenied
+from cloudpivot.accounts.models import Membership
+from cloudpivot.accounts.selectors import check_owner_or_admin
+from cloudpivot.exceptions import NotFound
 from tasks.choices import TaskState
 from tasksets.choices import TaskSetState
 from tasksets.models import SetElement, TaskSet
@@ -36,16 +36,7 @@ def taskset_get_for_user(*, user: AbstractBaseUser, set_id: Any) -> TaskSet:
 
 def taskset_check_can_act(*, user: AbstractBaseUser, task_set: TaskSet) -> None:
     """Cancel and retry: project admins on any set, submitters on their own; readers never (as for tasks)."""
-    role = project_role(user=user, project=task_set.project)
-    if role_at_least(role, Role.ADMIN):
-        return
-    if role_at_least(role, Role.SUBMITTER) and task_set.owner_id == user.pk:
-        return
-    raise PermissionDenied(
-        f"your role in {task_set.project.slug} ({role}) does not allow this on another user's task set"
-        if role == Role.SUBMITTER
-        else f"your role in {task_set.project.slug} is {role}; cancel and retry need submitter or admin"
-    )
+    check_owner_or_admin(user=user, project=task_set.project, owner_id=task_set.owner_id, what="task set")
 
 
 def taskset_counts(*, task_sets: list[TaskSet]) -> dict[Any, dict[str, int]]:

@@ -155,7 +155,12 @@ def spans(*, start: dt.datetime, end: dt.datetime, project_ids: list[int] | None
 
 def _specs_of_changed_tasks(task_ids: set) -> dict[Any, dict[int, dict[str, Any]]]:
     """task id → attempt number → the spec it ran, for the few tasks a retry with changes changed (found by
-    the events' (type, time) index, not by an IN list as long as the month's attempts)."""
+    the events' (type, time) index, not by an IN list as long as the month's attempts).
+
+    Every `spec_changed` event's task id is read, and the window's picked out here. Not with the window's
+    attempts as a subquery: PostgreSQL then still reads every such event and probes the attempts once for each
+    (or scans the window's attempts a second time), measured slower (600,000 tasks, 6,000 changes: ~110 ms
+    against ~75 ms). Changes are rare, and their ids are a small read."""
     events = TaskEvent.objects.filter(type="spec_changed").values_list("task_id", flat=True)
     changed = set(events) & task_ids
     return {task.pk: specs_by_attempt(task) for task in Task.objects.filter(pk__in=changed)}

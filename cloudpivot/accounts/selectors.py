@@ -29,6 +29,21 @@ def role_at_least(role: str | None, needed: str) -> bool:
     return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
 
 
+def check_owner_or_admin(*, user: AbstractBaseUser, project: Project, owner_id: Any, what: str) -> None:
+    """Cancel and retry of something one user made in a project (a task, a task set, named `what` in the words):
+    project admins may on anyone's, submitters on their own, readers never."""
+    role = project_role(user=user, project=project)
+    if role_at_least(role, Role.ADMIN):
+        return
+    if role_at_least(role, Role.SUBMITTER) and owner_id == user.pk:
+        return
+    raise PermissionDenied(
+        f"your role in {project.slug} ({role}) does not allow this on another user's {what}"
+        if role == Role.SUBMITTER
+        else f"your role in {project.slug} is {role}; cancel and retry need submitter or admin"
+    )
+
+
 def roles_at_least(needed: str) -> list[str]:
     return [role for role, rank in ROLE_RANK.items() if rank >= ROLE_RANK[Role(needed)]]
 

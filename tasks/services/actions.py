@@ -21,6 +21,7 @@ from tasks import dispatch
 from tasks.choices import TERMINAL, CleanupState, StopReason, TaskState
 from tasks.models import Task
 from tasks.selectors import task_check_can_act
+from tasks.services.admission import dispatch_off_reason, task_set_waiting_reason
 from tasks.services.attempts import attempt_request_stop, attempt_stop_unstarted, current_attempt
 from tasks.services.debug_hold import debug_holds_end
 from tasks.services.lifecycle import event_append, task_lock, task_transition
@@ -117,7 +118,10 @@ def task_retry(*, task_id: Any, user: AbstractBaseUser, changes: dict[str, Any] 
             task_transition(task=task, to=TaskState.RETRY_WAIT, reason=f"retry requested by {user}")
         else:
             task_transition(task=task, to=TaskState.PENDING, reason=f"retry requested by {user}")
-            transaction.on_commit(dispatch.enqueue_admission)
+            if task.connection.dispatch_enabled:
+                transaction.on_commit(dispatch.enqueue_admission)
+            else:  # no admission pass looks at this connection: the task says why it waits now
+                task_set_waiting_reason(task=task, reason=dispatch_off_reason(task.connection.cloud_id))
     return task
 
 

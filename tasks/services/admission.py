@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef
@@ -21,26 +22,30 @@ from tasks.models import Attempt, Task
 from tasks.selectors import task_quota_usage
 from tasks.services.attempts import MAX_ATTEMPTS, attempt_create, attempt_intent, attempts_announce
 from tasks.services.faults import isolated
-from tasks.services.lifecycle import Transitions, event_append, task_lock
+from tasks.services.lifecycle import Transitions, event_append, events_append_each, on_commit_once, task_lock
 
 logger = logging.getLogger(__name__)
 # How many of each owner's oldest PENDING tasks in each project one pass looks at; the rest move up in later passes.
 PER_PROJECT_LIMIT = 50
+# How many tasks one transaction tells what the connection's dispatch switch means for them.
+REASON_BATCH = 500
 
 
 def admit_all(*, agent_served_too: bool = True) -> int:
-    """Admit what fits on every connection that has PENDING tasks; a connection's error does not stop the others.
+    """Admit what fits on every connection with dispatch on that has PENDING tasks; a connection's error does not
+    stop the others. A connection with dispatch off is not looked at: its tasks were told why they wait when
+    dispatch went off, or when they came to wait there (`connection_dispatch_said`).
 
     With `agent_served_too=False` (the reconcile pass) a `local` connection whose host agent runs is
     left to that agent: its sync admits and hands out in one transaction (runner_sync.py). One whose
     agent is down is admitted here, and the pass then launches the agent.
     """
     pending = Task.objects.filter(connection=OuterRef("pk"), state=TaskState.PENDING)
-    with_pending = CloudConnection.objects.filter(Exists(pending)).order_by()
+    with_pending = CloudConnection.objects.filter(Exists(pending), dispatch_enabled=True).order_by()
     return sum(
         isolated(f"admission on connection {c.pk}", lambda pk=c.pk: connection_admit(connection_id=pk))
         for c in list(with_pending)
-        if agent_served_too or not c.dispatch_enabled or not local_agent_serves(c)  # off: say why they wait
+        if agent_served_too or not local_agent_serves(c)
     )
 
 
@@ -60,9 +65,9 @@ def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> 
     Per (project, owner), so neither a project whose own quota holds back any number of tasks nor
     one owner's long queue (a task set keeps up to TASK_SET_AHEAD elements PENDING) hides another
     project's or another user's tasks from admission: `fair_order` then decides who goes first.
-    One query for the (project, owner) pairs with PENDING tasks (a walk of the connection's PENDING
-    rows on the tasks_task_admission index: sets keep few PENDING, the rest wait unmade), one per
-    pair for its oldest `limit`.
+    One query for the (project, owner) pairs with PENDING tasks (a walk of the connection's entries in
+    tasks_task_pending_heads, an index of the PENDING rows alone, without reading the table), one per
+    pair for its oldest `limit` (read in order from the same index, however long another owner's queue).
     """
     pending = Task.objects.filter(connection=connection, state=TaskState.PENDING)
     pairs = list(pending.order_by().values_list("project_id", "owner_id").distinct())
@@ -158,12 +163,14 @@ def _admission_pass(connection_id: int, limit: int, bulk: _Bulk | None, announce
         # First of the callbacks after commit: the crash point sits before any doorbell or handout answer.
         transaction.on_commit(lambda: admitted_any and crash_point("admission.committed"))
         connection = CloudConnection.objects.select_for_update(no_key=True).get(pk=connection_id)
-        if not connection.dispatch_enabled:
-            _say_dispatch_is_off(connection, limit)
+        if not connection.dispatch_enabled:  # its tasks say so already (connection_dispatch_said)
             return 0
         pending = queue_heads(connection, limit)
         if not pending:
             return 0
+        off = dispatch_off_reason(connection.cloud_id)
+        if any(task.state_reason == off for task in pending):  # dispatch came on without the admin (a shell)
+            transaction.on_commit(partial(connection_dispatch_said, connection_id=connection.pk))
         project_ids = sorted({task.project_id for task in pending})
         list(Project.objects.select_for_update(no_key=True).filter(pk__in=project_ids).order_by("pk"))
         pending = _still_pending(pending)
@@ -286,11 +293,49 @@ class _QuotaLedger:
             self.used[key] = self.used[key] + footprint
 
 
-def _say_dispatch_is_off(connection: CloudConnection, limit: int) -> None:
-    """The queue heads say why they wait (once: an unchanged reason writes nothing)."""
-    reason = f"waiting: dispatch is off on the {connection.cloud_id} cloud until an admin turns it on"
-    for task in queue_heads(connection, limit):
-        task_set_waiting_reason(task=task, reason=reason)
+def dispatch_off_reason(cloud_id: str) -> str:
+    return f"waiting: dispatch is off on the {cloud_id} cloud until an admin turns it on"
+
+
+def connection_dispatch_said(*, connection_id: int) -> int:
+    """Make the connection's PENDING tasks say what its dispatch switch means for them, once, when it is switched
+    (the admin calls this after the save; admission too, should it find dispatch came on some other way): off,
+    each says it waits for dispatch; on again, each that said so goes back to waiting for its turn. A task that
+    comes to wait while dispatch is off says so from the start (submission, retry), so no admission pass ever
+    looks at a connection with dispatch off. Returns how many tasks were told.
+
+    `REASON_BATCH` tasks at a time, each batch in a transaction of its own under the connection's row lock (as
+    admission takes it), with the switch read again: a switch turned back meanwhile stops the telling.
+    """
+    told = 0
+    while True:
+        with transaction.atomic():
+            connection = CloudConnection.objects.select_for_update(no_key=True).filter(pk=connection_id).first()
+            if connection is None:
+                return told
+            off = dispatch_off_reason(connection.cloud_id)
+            pending = Task.objects.filter(connection_id=connection_id, state=TaskState.PENDING)
+            if connection.dispatch_enabled:
+                targets, reason, message = pending.filter(state_reason=off), "", _on_again(connection.cloud_id)
+            else:
+                targets, reason, message = pending.exclude(state_reason=off), off, off
+            batch = list(targets.select_for_update().order_by("pk").only(*_TOLD_COLUMNS)[:REASON_BATCH])
+            for task in batch:
+                task.state_reason = reason
+            events_append_each(tasks=batch, type="waiting", message=message, also=("state_reason",))
+            if connection.dispatch_enabled and batch:
+                on_commit_once(dispatch.enqueue_admission)
+        told += len(batch)
+        if len(batch) < REASON_BATCH:
+            return told
+
+
+def _on_again(cloud_id: str) -> str:
+    return f"dispatch is on again on the {cloud_id} cloud: waiting for admission"
+
+
+# What events_append_each reads of a task (and the feed copy of its event).
+_TOLD_COLUMNS = ("pk", "project_id", "state", "state_reason", "last_event_seq")
 
 
 def task_set_waiting_reason(*, task: Task, reason: str) -> None:
@@ -303,4 +348,4 @@ def task_set_waiting_reason(*, task: Task, reason: str) -> None:
             return
         Task.objects.filter(pk=task.pk).update(state_reason=reason)
         event_append(task=locked, type="waiting", message=reason)
-    task.state_reason = reason
+    task.state_reason, task.last_event_seq = reason, locked.last_event_seq

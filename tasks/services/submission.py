@@ -20,6 +20,7 @@ from clusters.task_checks import task_spec_check
 from tasks import dispatch
 from tasks.models import Task, TaskEvent
 from tasks.selectors import queue_ahead_sql
+from tasks.services.admission import dispatch_off_reason
 from tasks.services.lifecycle import task_events_appended
 from tasks.specs import spec_normalize
 
@@ -31,7 +32,8 @@ def task_submit(
 
     The hot path of the REST API, kept to reads that check the request and one short write transaction
     (the task with last_event_seq=1, its `submitted` event, that event's feed copy and the request's `audit`
-    entry, if given, with the task's id as its object), so that on SQLite the one write lock is held as
+    entry, if given, with the task's id as its object; on a connection with dispatch off the task is born
+    saying so, with its `waiting` event in the same INSERT), so that on SQLite the one write lock is held as
     briefly as it can be and a submit commits once. The INSERT of the task also counts the PENDING tasks
     ahead of it: the task comes back with `queue_position_value` (its answer's `queue_position`).
 
@@ -60,27 +62,34 @@ def task_submit(
         timeout_seconds=spec["timeout_seconds"],
         last_event_seq=1,
     )
-    event = TaskEvent(
-        task=task,
-        seq=1,
-        type="submitted",
-        message=f"submitted by {user} to {connection.cloud_id}",
-        data={"cloud": connection.cloud_id, "project": project.slug},
-    )
+    events = [
+        TaskEvent(
+            task=task,
+            seq=1,
+            type="submitted",
+            message=f"submitted by {user} to {connection.cloud_id}",
+            data={"cloud": connection.cloud_id, "project": project.slug},
+        )
+    ]
+    if not connection.dispatch_enabled:  # born saying why it waits: no admission pass looks at this connection
+        task.state_reason = dispatch_off_reason(connection.cloud_id)
+        task.last_event_seq = 2
+        events.append(TaskEvent(task=task, seq=2, type="waiting", message=task.state_reason))
     try:
         with transaction.atomic():  # one write transaction: the task, born with its first event
             # Prepared rows (cloudpivot/rows.py), not Model.save(): the ORM's compilation of the two INSERTs
             # was a fifth of a submit's CPU. The event's feed copy follows the bulk signal, in this transaction.
             (ahead,) = objects_insert(Task, [task], also_return=queue_ahead_sql())
-            objects_insert(TaskEvent, [event])
-            task_events_appended.send(sender=TaskEvent, events=[event])
+            objects_insert(TaskEvent, events)
+            task_events_appended.send(sender=TaskEvent, events=events)
             if audit is not None:
                 audit.object_ref = str(task.pk)
                 objects_insert(AuditEntry, [audit])
-            realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=1)
-            transaction.on_commit(
-                partial(dispatch.wake_for_submitted, backend=connection.backend, connection_id=connection.pk)
-            )
+            realtime.ring_on_commit(task_id=task.pk, project_id=task.project_id, seq=task.last_event_seq)
+            if connection.dispatch_enabled:
+                transaction.on_commit(
+                    partial(dispatch.wake_for_submitted, backend=connection.backend, connection_id=connection.pk)
+                )
     except IntegrityError:
         existing = _task_for_key(user=user, key=idempotency_key, digest=digest) if idempotency_key else None
         if existing is None:

@@ -95,3 +95,20 @@ def test_retry_failed_with_nothing_failed_is_a_conflict(api, world):
     run_open_elements()
     response = api("bob").post(f"{URL}/{created['id']}/retry-failed")
     assert response.status_code == 409 and response.json()["code"] == "nothing_failed"
+
+
+def test_who_may_cancel_a_set_is_decided_as_for_a_task_in_the_same_words(api, world):
+    bobs = post_set(api("bob"), {"template": template(), "count": 2}).json()
+    alices = post_set(api("alice"), {"template": template(), "count": 2}).json()
+    refused = api("rita").post(f"{URL}/{bobs['id']}/cancel")
+    assert (refused.status_code, refused.json()["message"]) == (
+        403,
+        "your role in alpha is reader; cancel and retry need submitter or admin",
+    )
+    refused = api("bob").post(f"{URL}/{alices['id']}/cancel")
+    assert (refused.status_code, refused.json()["message"]) == (
+        403,
+        "your role in alpha (submitter) does not allow this on another user's task set",
+    )
+    assert api("alice").post(f"{URL}/{bobs['id']}/cancel").status_code == 202  # a project admin acts on any set
+    assert api("bob").post(f"{URL}/{alices['id']}/retry-failed").status_code == 403

@@ -165,3 +165,32 @@ def test_each_attempt_is_priced_at_the_spec_it_ran_with_and_a_debug_hold_until_i
     # attempt 1: 1 h × its own cores; attempt 2: (1 h ran + 2 h held) × 4 cores
     assert row["core_hours"] == Decimal(before) * 1 + 4 * 3
     assert row["attempts"] == 2
+
+
+def test_a_spec_change_of_a_task_outside_the_window_changes_nothing_in_it(world):
+    """Each attempt in the window is priced at the spec it ran with; a changed task that held nothing in the
+    month adds nothing (the window's tasks are picked out of every `spec_changed` event: see
+    usage.accounting._specs_of_changed_tasks for why not with a subquery)."""
+    from tasks.models import TaskEvent
+    from usage.accounting import spans
+
+    inside = ran(world.bob, began=NOV + dt.timedelta(hours=1), ended=NOV + dt.timedelta(hours=2), cpu=1)
+    outside = ran(world.bob, began=NOV - dt.timedelta(days=40), ended=NOV - dt.timedelta(days=39), cpu=1)
+    for task in (inside, outside):
+        Task.objects.filter(pk=task.pk).update(attempts_count=2)
+        Attempt.objects.create(
+            task=task, number=2, external_name=f"cp-{task.pk.hex}-2", runner_token_hash=f"h-{task.pk.hex}",
+            credential_nonce="n2", program_started_at=task.attempts.get().program_started_at + dt.timedelta(minutes=30),
+            finished_at=task.attempts.get().finished_at,
+        )  # fmt: skip
+        TaskEvent.objects.create(
+            task=task, seq=99, type="spec_changed", message="retry with changes",
+            data={"attempt": 2, "changes": [{"field": "resources.cpu", "from": 3, "to": 1}]},
+        )  # fmt: skip
+    start, end = month_bounds("2026-11")
+    found = spans(start=start, end=end)
+    # attempt 1 at the 3 cores it ran with (1 h), attempt 2 at 1 core (30 min); nothing of `outside`
+    assert sorted((span.vcpu, span.ended - span.began) for span in found) == [
+        (Decimal(1), dt.timedelta(minutes=30)),
+        (Decimal(3), dt.timedelta(hours=1)),
+    ]
