@@ -14,7 +14,8 @@ from cloudpivot.accounts import quotas
 from cloudpivot.accounts.models import Project
 from cloudpivot.crash_points import crash_point
 from cloudpivot.rows import objects_insert
-from clusters.backends.local import LOCAL, agent_pid, connection_runs_dir
+from clusters.backends import backend_hands_out
+from clusters.backends.local import agent_pid, connection_runs_dir
 from clusters.models import CloudConnection
 from tasks import dispatch
 from tasks.choices import HOLDS_QUOTA, TaskState
@@ -56,7 +57,7 @@ def admission_wake() -> None:
 
 def local_agent_serves(connection: CloudConnection) -> bool:
     """Whether a live host agent admits and takes this connection's work itself."""
-    return connection.backend == LOCAL and agent_pid(connection_runs_dir(connection)) is not None
+    return backend_hands_out(connection.backend) and agent_pid(connection_runs_dir(connection)) is not None
 
 
 def queue_heads(connection: CloudConnection, limit: int = PER_PROJECT_LIMIT) -> list[Task]:
