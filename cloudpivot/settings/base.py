@@ -242,7 +242,9 @@ RECONCILE_DRAIN_SECONDS = env.float("CLOUDPIVOT_RECONCILE_DRAIN_SECONDS", defaul
 WORKER_STOP_SECONDS = env.float("CLOUDPIVOT_WORKER_STOP_SECONDS", default=TICKER_SECONDS + 20)
 Q_CLUSTER = {
     "name": env.str("CLOUDPIVOT_QUEUE_NAME", default="cloudpivot"),
-    "workers": env.int("CLOUDPIVOT_WORKERS", default=4),
+    # 2 on the embedded default: SQLite takes one writer at a time anyway, and each worker is a Django process
+    # (about 25 MB): the idle installation stays under 300 MB (docs/benchmarks.md, idle memory).
+    "workers": env.int("CLOUDPIVOT_WORKERS", default=2 if USING_SQLITE else 4),
     "timeout": TICKER_SECONDS + 35,
     "retry": TICKER_SECONDS + 65,
     "max_attempts": 3,

@@ -30,6 +30,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 # (a word of the command line, the kind it names): the first that matches wins, so the web servers come before
 # the word "serve", which is in "cloudpivot.webserver" too (and in `manage.py serve`, the parent of them all).
 KINDS = (
+    ("cloudpivot.serve_watch", "serve"),  # what `manage.py serve` execs once its children are up (names them all)
     ("--serves agents", "web for the agents (uvicorn)"),  # serve's web process of the host agents' own port
     ("cloudpivot.webserver", "web (uvicorn)"),
     ("uvicorn", "web (uvicorn)"),
