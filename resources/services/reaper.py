@@ -25,7 +25,7 @@ from resources.backends.base import BackendError, Unsupported
 from resources.choices import InstanceStatus, OperationState
 from resources.models import Operation
 from resources.services.lease import max_resumes
-from resources.services.run import Runner
+from resources.services.run import OperationExecutor
 from resources.services.timing import operation_lost_after_seconds
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def _fail_lost() -> int:
             operation = Operation.objects.select_for_update(skip_locked=True).filter(_lost(), pk=pk).first()
             if operation is None:
                 continue  # finished meanwhile, or another reaper has it
-            runner = Runner(operation)
+            runner = OperationExecutor(operation)
             age = (timezone.now() - operation.started_at).total_seconds()
             resumed = f", resumed {operation.resumes} times" if operation.resumes else ""
             message = (
@@ -84,7 +84,7 @@ def _fail_lost() -> int:
     return count
 
 
-def _observe_again(runner: Runner) -> None:
+def _observe_again(runner: OperationExecutor) -> None:
     """The killed job may have left the server anywhere: record what the cloud shows now."""
     instance = runner.instance
     if instance is None or not instance.server_id or instance.status == InstanceStatus.DELETED:

@@ -1,5 +1,5 @@
 """Asking to reclaim a kept volume: checked (permissions, the grant, its state, the cloud's view of who uses it)
-before the Operation exists; the job is Runner.volume_reclaim (services.run)."""
+before the Operation exists; the job is OperationExecutor.volume_reclaim (services.run)."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def operation_run(*, operation_id: str) -> str:
 
 
 def _operation_run(operation_id: str, holder: str, lease: Lease, resuming: bool) -> str:
-    runner = Runner(Operation.objects.select_related("instance", "snapshot", "project").get(pk=operation_id))
+    runner = OperationExecutor(Operation.objects.select_related("instance", "snapshot", "project").get(pk=operation_id))
     runner.holder, runner.lease, runner.resuming = holder, lease, resuming
     if resuming:
         resumes = runner.operation.resumes
@@ -114,7 +114,7 @@ def _operation_run(operation_id: str, holder: str, lease: Lease, resuming: bool)
     return "succeeded"
 
 
-class Runner:
+class OperationExecutor:
     def __init__(self, operation: Operation) -> None:
         self.operation = operation
         self.instance: Instance | None = operation.instance

@@ -3,7 +3,7 @@
 A delete with `volumes: keep` leaves the instance's disks in the cloud (services.run checks they survived);
 each becomes a KeptVolume of the instance's project, holding its GB of `max_volume_gb` until reclaimed. A
 reclaim is an Operation like any write: the request reads the volume from the cloud and refuses (409
-`volume_in_use`) while a server or VM still uses it; the job (services.run, Runner.volume_reclaim) reads it
+`volume_in_use`) while a server or VM still uses it; the job (services.run, OperationExecutor.volume_reclaim) reads it
 again right before the delete (a VM may have started using it since) and succeeds only once the cloud shows it
 gone.
 """
