@@ -50,13 +50,14 @@ def admitted(world, **spec) -> Attempt:
         return attempt_create(task=task_lock(task.pk), reason="test")
 
 
-def sync(client, *, known=(), attempts=(), wait=0, stopping=(), name=None):
+def sync(client, *, known=(), attempts=(), wait=0, stopping=(), cleaned=(), name=None):
     body = {
         "protocol": 2,
         "agent": {"name": name or getattr(client, "agent_name", ""), "boot_id": "b1", "version": "2.0", "pid": 4242},
         "known": list(known),
         "stopping": list(stopping),
         "attempts": list(attempts),
+        "cleaned": list(cleaned),
         "wait": wait,
     }
     return client.post("/runner/v2/sync", body, format="json")

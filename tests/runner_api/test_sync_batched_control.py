@@ -7,40 +7,22 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django_q.brokers import get_broker
-from rest_framework.test import APIClient
 
-from cloudpivot import credentials
 from cloudpivot.accounts.models import Quota
-from clusters.backends.local import agent_name, connection_runs_dir
 from notifications.models import FeedEvent
 from tasks.models import Attempt, Task
 from tasks.services.attempts import attempt_close, current_attempt
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
 from tests.builders import attempt_in_the_way, hello_spec
+from tests.runner_api import support
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def agent(world):
-    name = agent_name(connection_runs_dir(world.local))
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {credentials.agent_credential(name=name)}")
-    client.agent_name = name
-    return client
-
-
-def sync(client, *, known=(), cleaned=(), attempts=()):
-    body = {
-        "protocol": 2,
-        "agent": {"name": client.agent_name, "boot_id": "b1", "version": "2.0", "pid": 4242},
-        "known": list(known),
-        "attempts": list(attempts),
-        "cleaned": list(cleaned),
-        "wait": 0,
-    }
-    response = client.post("/runner/v2/sync", body, format="json")
+def sync(client, **body):
+    """A sync of the `agent` fixture (tests/runner_api/conftest.py), its answer read."""
+    response = support.sync(client, **body)
     assert response.status_code == 200, response.content
     return response.json()
 
