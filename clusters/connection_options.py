@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from clusters.choices import BackendKind
+from clusters.egress import policy_problem
 
 TEXT, NUMBER, WHOLE, FLAG, NAMES, MAPPING, NAMES_OR_WORD = "text", "number", "whole", "flag", "names", "map", "nets"
 SHAPES = {
@@ -48,6 +49,8 @@ KNOWN: dict[str, dict[str, str]] = {
         "ssh_port": WHOLE,
         # how long a failed attempt's server may be kept for debugging (clusters/debug_hold.py)
         "debug_hold_max_minutes": WHOLE,
+        # what a task may reach outside (clusters/egress.py): {"default": "none"|"open", "allow": [destinations]}
+        "egress": MAPPING,
     },
     BackendKind.KUBERNETES: {
         "context": TEXT,
@@ -75,8 +78,9 @@ KNOWN: dict[str, dict[str, str]] = {
         "ssh_port": WHOLE,
         # how long a failed attempt's pod may be kept for debugging (clusters/debug_hold.py)
         "debug_hold_max_minutes": WHOLE,
+        "egress": MAPPING,
     },
-    BackendKind.LOCAL: {"run_as": TEXT, "runs_dir": TEXT},
+    BackendKind.LOCAL: {"run_as": TEXT, "runs_dir": TEXT, "egress": MAPPING},
 }
 LISTS_OF_OBJECTS = {"tolerations", "allowed_tolerations"}
 RETENTION = ("delete", "keep")
@@ -125,6 +129,8 @@ def _shape_problem(key: str, shape: str, value: Any) -> str:
         return "'ssh_jump_host' must be [user@]host[:port], as `ssh -J` takes it"
     if key == "ssh_port" and not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535):
         return f"'ssh_port' must be a TCP port (1 to 65535), not {value!r}"
+    if key == "egress":
+        return policy_problem(value)
     if key == "retention" and value not in RETENTION:
         return f"'retention' must be one of {', '.join(RETENTION)}, not {value!r}"
     ok = {

@@ -16,6 +16,7 @@ from cloudpivot.accounts.models import Project
 from cloudpivot.exceptions import BackendError, InvalidSpec, cloud_error
 from clusters.backends import get_backend
 from clusters.debug_hold import debug_hold_errors
+from clusters.egress import NONE, OPEN, effective_egress, policy_of
 from clusters.models import CloudConnection
 
 
@@ -32,8 +33,31 @@ def task_spec_check(*, connection: CloudConnection, project: Project, spec: dict
         raise cloud_error(exc, doing=doing, field="cloud") from None
     _refuse(_more_than_given(spec.get("resources") or {}, resources, connection))
     _refuse(debug_hold_errors(connection, spec))
+    egress = _egress(connection, backend.egress_closes, spec.get("network"))
     connection_facts_keep(connection=connection, facts=backend.learned_facts())
-    return {**spec, "resources": resources}
+    return {**spec, "resources": resources, "egress": egress}
+
+
+def _egress(connection: CloudConnection, closes: frozenset[str], network: Any) -> Any:
+    """The task's effective egress (clusters/egress.py), kept in its spec; what the cloud or its policy refuses
+    is a 400 naming `network`."""
+    cloud = connection.cloud_id
+    if isinstance(network, list) and "list" not in closes:
+        can = "closes all of the network or none of it" if NONE in closes else "does not close the network"
+        ask = 'ask for "none" or "default"' if NONE in closes else 'remove `network` or ask for "default"'
+        message = f"the {cloud} cloud {can} and cannot allow a list of destinations; {ask}"
+        _refuse([{"field": "network", "message": message}])
+    egress, refused = effective_egress(network, connection.options)
+    if refused:
+        allowed = policy_of(connection.options)["allow"]
+        allows = f"it allows: {', '.join(allowed)}" if allowed else "it allows none"
+        message = f"the egress policy of the {cloud} cloud does not allow {', '.join(refused)} ({allows})"
+        _refuse([{"field": "network", "message": message}])
+    if egress == NONE and NONE not in closes:
+        why = "this task asks" if network == NONE else "the connection's egress policy asks"
+        message = f"{why} for no outbound network, but the {cloud} cloud cannot close it"
+        _refuse([{"field": "network", "message": message}])
+    return egress if egress in (NONE, OPEN) else list(egress)
 
 
 def connection_facts_keep(*, connection: CloudConnection, facts: dict[str, Any]) -> None:

@@ -78,6 +78,7 @@ def _row_sql() -> str:
         ("project", name_of(Project, "slug", "project")),
         ("owner", name_of(get_user_model(), "username", "owner")),
         ("spec", column("normalized")),
+        ("egress", f"COALESCE({column('normalized')} -> 'egress', '\"open\"'::jsonb)"),  # egress.task_egress
         ("spec_sha256", column("spec_sha256")),
         ("retry_limit", column("retry_limit")),
         ("timeout_seconds", column("timeout_seconds")),

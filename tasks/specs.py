@@ -6,11 +6,13 @@ import re
 from typing import Any
 
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from cloudpivot.api import flatten_errors
 from cloudpivot.exceptions import InvalidSpec
 from cloudpivot.json_types import JSONTypes
+from clusters.egress import DEFAULT, MAX_DESTINATIONS, NONE, destinations_normalize
 from tasks.choices import MAX_INTERRUPT_LIMIT, OnInterrupt
 from tasks.stop_grace import MAX_STOP_GRACE_SECONDS
 
@@ -56,6 +58,51 @@ class StringMapField(serializers.DictField):
             if bad:
                 raise serializers.ValidationError(bad)
         return super().to_internal_value(data)
+
+
+NETWORK_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "enum": [NONE, DEFAULT]},
+        {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_DESTINATIONS,
+            "items": {"type": "string", "maxLength": 200},
+            "description": "Destinations: a CIDR or address, with an optional port (10.0.0.0/8, 192.0.2.7:443, "
+            "[2001:db8::/32]:443).",
+        },
+    ]
+}
+
+
+@extend_schema_field(NETWORK_SCHEMA)
+class NetworkField(serializers.Field):
+    """`network`: "none", "default" (the connection's policy decides) or a list of destinations (clusters/egress.py).
+
+    Each wrong destination is named by its place (`network.2`); a list comes back normalized (10.0.0.7 becomes
+    10.0.0.7/32)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data in (NONE, DEFAULT):
+            return data
+        if isinstance(data, str):
+            raise serializers.ValidationError(
+                f'must be "none", "default" or a list of destinations such as ["10.0.0.0/8:443"], not {data!r}'
+            )
+        if isinstance(data, list) and any(not isinstance(item, str) or len(item) > 200 for item in data):
+            bad = [i for i, item in enumerate(data) if not isinstance(item, str) or len(item) > 200]
+            raise serializers.ValidationError(
+                {i: ["must be a destination string of at most 200 characters"] for i in bad}
+            )
+        destinations, problems = destinations_normalize(data)
+        if -1 in problems:
+            raise serializers.ValidationError(problems[-1])
+        if problems:
+            raise serializers.ValidationError({index: [words] for index, words in problems.items()})
+        return destinations
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
 
 class StrictSerializer(JSONTypes, serializers.Serializer):
@@ -199,6 +246,8 @@ class TaskSpecSerializer(StrictSerializer):
     secrets = SecretRefSerializer(many=True, required=False, max_length=50)
     # Files the program leaves in its work directory, kept after it ends, whatever the outcome (docs/data.md).
     outputs = OutputSerializer(many=True, required=False, max_length=MAX_OUTPUTS)
+    # Outbound network (docs/security.md#egress): within the connection's policy; its effective value is `egress`.
+    network = NetworkField(required=False)
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         bad = [key for key in value if not ENV_NAME.match(key)]

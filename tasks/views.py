@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from cloudpivot.accounts.selectors import projects_visible_to
 from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec, NotFound, PermissionDenied
+from clusters.egress import egress_words, task_egress
 from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
 from results.selectors import attempt_outputs
@@ -95,6 +96,7 @@ def _detail_context(request: HttpRequest, task: Task) -> dict[str, Any]:
         "queue_position": selectors.task_queue_position(task=task),
         # Declared outputs (docs/data.md): the latest attempt's manifest with fresh download links.
         "outputs": attempt_outputs(task=task) if task.normalized.get("outputs") else None,
+        "egress": egress_words(task_egress(task.normalized)),  # docs/security.md#egress
     }
 
 

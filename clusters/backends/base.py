@@ -138,6 +138,9 @@ class ExecutionBackend:
     # How an attempt reaches its execution: True when the connection's host agent takes it in a sync (local:
     # admitted and handed out there), False when the reconcile pass starts it in the cloud (ensure_started).
     hands_out: bool = False
+    # What this cloud can close of a task's outbound network (clusters/egress.py): "none" (all of it), "list"
+    # (all but the destinations named). A task or policy asking for more is refused at submission.
+    egress_closes: frozenset[str] = frozenset()
     # The kinds `inventory` answers for (empty: no inventory).
     inventory_kinds: tuple[str, ...] = ()
     # True when ensure_started needs `AttemptRef.bootstrap_secret` (a VM's Runner bootstraps with it).

@@ -139,6 +139,9 @@ def agent_stop(runs_dir: Path) -> bool:
 class LocalBackend(ExecutionBackend):
     uses_runner = True
     hands_out = True  # the host agent takes its attempts in a sync; ensure_started only notes the hand-out
+    # `network: none` only: the host program runs it in a network namespace of its own (it needs root); a list of
+    # destinations would need a firewall per program, which `local` does not have (docs/security.md#egress).
+    egress_closes = frozenset({"none"})
     inventory_kinds: tuple[str, ...] = ()
 
     def __init__(self, connection: CloudConnection) -> None:

@@ -148,6 +148,7 @@ class Attempt:
             "secret_files": assignment.get("secret_files") or [],
             "secret_error": str(assignment.get("secret_error") or ""),
             "outputs": assignment.get("outputs"),  # declared outputs: the supervisor collects them at the end
+            "network": assignment.get("network"),  # "none": the program gets a network namespace of its own
         }
         lock = os.open(self.path("supervisor.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)  # from here on, "the program may have started"

@@ -12,12 +12,15 @@ the account cannot walk into the agent's private directories. Everything else of
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import json
 import os
 import pwd
 import signal
+import socket
+import struct
 import sys
 import time
 
@@ -27,6 +30,8 @@ CRASH_ENV = "CLOUDPIVOT_CRASH_AT"
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 NO_ROOM_RETRY_SECONDS = 1.0
 RESULT = "result.json"
+CLONE_NEWNET = 0x40000000  # <linux/sched.h>
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1  # <linux/sockios.h>, <net/if.h>
 
 try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
     import cloudpivot_common as common
@@ -223,6 +228,8 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
             except OSError:
                 message = "working directory not found: %s" % spec["workdir"]
             else:
+                if spec.get("network") == "none":  # before the drop: only root may make a network namespace
+                    close_network()
                 if account is not None:
                     become(account)
                 problem = common.write_secret_files(spec.get("secret_files"))  # as the program's own user
@@ -230,7 +237,7 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
                     code, message = 126, problem
                 else:
                     os.execvpe(argv[0], argv, spec["env"])
-    except RunAsError as exc:
+    except (RunAsError, NetworkError) as exc:
         code, message = 126, str(exc)
     except FileNotFoundError:
         code, message = 127, "command not found: %s" % argv[0]
@@ -243,6 +250,42 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
             os.write(error_w, message.encode("utf-8", "replace"))
         finally:
             os._exit(code)
+
+
+# --------------------------------------------------------------------------- no network (`network: none`)
+
+
+class NetworkError(Exception):
+    """The program was to run without network and its network could not be closed: it is not run at all."""
+
+
+def close_network() -> None:
+    """Move this process into a network namespace of its own (docs/security.md#egress): no interface but its own
+    loopback, so nothing it opens reaches the host's network or the host's own 127.0.0.1. Raises NetworkError
+    when the kernel refuses (the agent is not root), so the program never runs with the network it was denied."""
+    try:
+        unshare = ctypes.CDLL(None, use_errno=True).unshare
+    except (OSError, AttributeError) as exc:
+        raise NetworkError("cannot run the program without network (network: none): no unshare(): %s" % exc) from None
+    if unshare(CLONE_NEWNET) != 0:
+        number = ctypes.get_errno()
+        hint = " (the host agent must run as root to close a task's network)" if number == errno.EPERM else ""
+        raise NetworkError(
+            "cannot run the program without network (network: none): unshare(CLONE_NEWNET) failed: %s%s"
+            % (os.strerror(number), hint)
+        )
+    loopback_up()
+
+
+def loopback_up() -> None:
+    """The new namespace's loopback is down; bring it up so the program can talk to itself. Best effort."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            request = struct.pack("16sH14s", b"lo", 0, b"")
+            flags = struct.unpack("16sH", fcntl.ioctl(sock.fileno(), SIOCGIFFLAGS, request)[:18])[1]
+            fcntl.ioctl(sock.fileno(), SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
+    except OSError:
+        pass
 
 
 # --------------------------------------------------------------------------- run as another account

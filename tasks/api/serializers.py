@@ -5,13 +5,22 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from clusters.egress import MAX_DESTINATIONS, NONE, OPEN, task_egress
 from tasks.choices import StopReason
 from tasks.models import Attempt, Task, TaskEvent
 from tasks.phases import MARKS
 from tasks.selectors import task_queue_position
 from tasks.services.suggestions import FAILURE_CLASSES
+
+EGRESS_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "enum": [NONE, OPEN]},
+        {"type": "array", "maxItems": MAX_DESTINATIONS, "items": {"type": "string"}},
+    ]
+}
 
 
 class PhaseSerializer(serializers.Serializer):
@@ -120,6 +129,10 @@ class TaskSerializer(serializers.ModelSerializer):
     project = serializers.CharField(source="project.slug", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
     spec = serializers.JSONField(source="normalized", read_only=True)
+    egress = serializers.SerializerMethodField(
+        help_text='What the program may reach outside: "none", "open" (not restricted by CloudPivot) or the '
+        "destinations it may reach: the task's `network` within its connection's policy (docs/security.md#egress)."
+    )
     url = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField(help_text="Place in the cloud's queue while PENDING.")
 
@@ -138,6 +151,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "project",
             "owner",
             "spec",
+            "egress",
             "spec_sha256",
             "retry_limit",
             "timeout_seconds",
@@ -153,6 +167,10 @@ class TaskSerializer(serializers.ModelSerializer):
             "queue_position",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(EGRESS_SCHEMA)
+    def get_egress(self, task: Task) -> Any:
+        return task_egress(task.normalized)
 
     def get_queue_position(self, task: Task) -> int | None:
         return queue_place(task)
@@ -190,6 +208,7 @@ def task_representation(task: Task, request=None) -> dict:
         "project": task.project.slug,
         "owner": task.owner.username,
         "spec": task.normalized,
+        "egress": task_egress(task.normalized),
         "spec_sha256": task.spec_sha256,
         "retry_limit": task.retry_limit,
         "timeout_seconds": task.timeout_seconds,
@@ -316,6 +335,7 @@ class TaskListSerializer(serializers.BaseSerializer):
             "project": row["project__slug"],
             "owner": row["owner__username"],
             "spec": row["normalized"],
+            "egress": task_egress(row["normalized"]),
             "spec_sha256": row["spec_sha256"],
             "retry_limit": row["retry_limit"],
             "timeout_seconds": row["timeout_seconds"],

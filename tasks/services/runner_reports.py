@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from cloudpivot import realtime
 from cloudpivot.rows import objects_insert
+from clusters.egress import NONE, task_egress
 from tasks.choices import AttemptState, StopReason, TaskState
 from tasks.models import Attempt, Task, TaskEvent
 from tasks.services.attempts import attempt_close, stopped_state
@@ -67,6 +68,8 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
         "stop_requested": attempt.stop_requested_at is not None,
         "acked_seq": attempt.acked_seq,
         "log_offsets": {"stdout": attempt.log_stdout_bytes, "stderr": attempt.log_stderr_bytes},
+        # docs/security.md#egress: the host program runs it in a network namespace of its own, or not at all.
+        **({"network": NONE} if task_egress(spec) == NONE else {}),
     } | _outputs_assignment(attempt, spec)
 
 

@@ -20,7 +20,7 @@ from clusters.backends.base import (
     LogPiece,
     Observation,
 )
-from clusters.backends.kubernetes import figures, fit, inventory, logs, task_secrets
+from clusters.backends.kubernetes import egress_policy, figures, fit, inventory, logs, task_secrets
 from clusters.backends.kubernetes.claims import claim_errors
 from clusters.backends.kubernetes.client import KubeApiError, KubeClient
 from clusters.backends.kubernetes.kubevirt_support import SNAPSHOT_API, snapshot_support
@@ -47,6 +47,7 @@ class KubernetesBackend(ExecutionBackend):
         "tolerations",
     }
     image_choices = "recent"  # any registry reference: the user's recent images are offered, not a list
+    egress_closes = frozenset({"none", "list"})  # a NetworkPolicy per Job's pods (egress_policy.py)
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
@@ -107,6 +108,9 @@ class KubernetesBackend(ExecutionBackend):
         with_secrets = bool(attempt.spec.get("secrets"))
         if with_secrets:  # before the Job, whose pod would wait for it (task_secrets.py)
             task_secrets.ensure_secret(client, attempt, installation=self.installation)
+        closed = egress_policy.closes(attempt)
+        if closed:  # before the Job: its pod never runs a moment with more network than the task's egress
+            egress_policy.ensure_policy(client, attempt, installation=self.installation)
         try:
             job = client.call(
                 f"creating Job {name}", client.batch().create_namespaced_job, self.namespace, self.job(attempt)
@@ -118,6 +122,8 @@ class KubernetesBackend(ExecutionBackend):
             if self._is_ours(existing, attempt):
                 if with_secrets:
                     task_secrets.own_secret(client, attempt, existing)
+                if closed:
+                    egress_policy.own_policy(client, attempt, existing)
                 return ExternalRef(ref=existing["metadata"].get("uid", ""), adopted=True)
             labels = existing["metadata"].get("labels") or {}
             raise BackendError(
@@ -128,6 +134,8 @@ class KubernetesBackend(ExecutionBackend):
             ) from None
         if with_secrets:
             task_secrets.own_secret(client, attempt, job)
+        if closed:
+            egress_policy.own_policy(client, attempt, job)
         return ExternalRef(ref=job["metadata"].get("uid", ""), adopted=False)
 
     def observe(self, attempts: list[AttemptRef]) -> list[Observation]:
@@ -176,8 +184,11 @@ class KubernetesBackend(ExecutionBackend):
             task_secrets.delete_secret(self.client, attempt)
         held = bool(attempt.spec.get("debug_hold_minutes"))  # its debug container may still be up: delete
         if self.options["keep_finished_jobs"] and not attempt.stop_requested and not held:
-            return True  # the cluster's TTL controller removes it after ttl_seconds_after_finished
-        return self._delete_job(attempt)
+            return True  # the cluster's TTL controller removes it (and the NetworkPolicy it owns) in time
+        gone = self._delete_job(attempt)
+        if gone and egress_policy.closes(attempt):  # its owner's garbage collector would too; not left to it
+            egress_policy.delete_policy(self.client, attempt)
+        return gone
 
     def fetch_logs(self, attempt: AttemptRef, cursor: dict[str, Any]) -> tuple[list[LogPiece], dict[str, Any]]:
         """New log lines of the attempt's pod since `cursor`, each returned once (see logs.py)."""

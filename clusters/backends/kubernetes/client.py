@@ -81,6 +81,9 @@ class KubeClient:
     def core(self) -> k8s.CoreV1Api:
         return k8s.CoreV1Api(self.api())
 
+    def networking(self) -> k8s.NetworkingV1Api:
+        return k8s.NetworkingV1Api(self.api())
+
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self.api())
 

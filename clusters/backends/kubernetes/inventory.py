@@ -35,6 +35,10 @@ OPTIONAL_PERMISSIONS = [
     ("get", "", "secrets", "", "deliver project secrets to tasks"),
     ("patch", "", "secrets", "", "deliver project secrets to tasks"),
     ("delete", "", "secrets", "", "remove a task's secrets at cleanup"),
+    ("create", "networking.k8s.io", "networkpolicies", "", "close a task's outbound network (egress)"),
+    ("get", "networking.k8s.io", "networkpolicies", "", "close a task's outbound network (egress)"),
+    ("patch", "networking.k8s.io", "networkpolicies", "", "close a task's outbound network (egress)"),
+    ("delete", "networking.k8s.io", "networkpolicies", "", "remove a task's network policy at cleanup"),
 ]
 
 

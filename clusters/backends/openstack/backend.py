@@ -25,7 +25,7 @@ from clusters.backends.base import (
     Health,
     Observation,
 )
-from clusters.backends.openstack import checks, cloudinit, fit, inventory
+from clusters.backends.openstack import checks, cloudinit, egress_group, fit, inventory
 from clusters.backends.openstack.client import (
     META_ATTEMPT,
     META_INSTALLATION,
@@ -42,6 +42,8 @@ CONSOLE_TIMEOUT_SECONDS = 10
 
 class OpenStackBackend(ExecutionBackend):
     uses_runner = True
+    # A security group per attempt (egress_group.py); with `none` the program also gets a network namespace.
+    egress_closes = frozenset({"none", "list"})
     needs_bootstrap_secret = True
     inventory_kinds = inventory.INVENTORY_KINDS
     # A VM of the connection's flavor: an image from Glance, CPU and memory up to the flavor's; no GPUs, no claims.
@@ -112,6 +114,11 @@ class OpenStackBackend(ExecutionBackend):
             "user_data": base64.b64encode(self.user_data(attempt.bootstrap_secret).encode()).decode(),
         }
         arguments |= client.placement_arguments()
+        if egress_group.closes(attempt):  # before the server, and instead of the connection's groups (they add up)
+            group = egress_group.ensure_group(
+                client, attempt, callback_url=self.callback_url(), installation=str(settings.INSTALLATION_ID)
+            )
+            arguments["security_groups"] = [{"name": group}]
         created = client.call(f"creating server {attempt.external_name}", conn.compute.create_server, **arguments)
         # Two workers may both have found nothing and both created: keep the oldest, delete the rest.
         found = self._servers_named(attempt.external_name) or [created]
@@ -161,7 +168,11 @@ class OpenStackBackend(ExecutionBackend):
         servers = self._servers_named(attempt.external_name)
         for server in servers:
             self.client.delete_server(server.id)
-        return not servers
+        if servers:
+            return False
+        if egress_group.closes(attempt):  # once the server is gone (its port a moment later: retried until done)
+            return egress_group.delete_group(self.client, attempt, installation=str(settings.INSTALLATION_ID))
+        return True
 
     def fetch_logs(self, attempt: AttemptRef, cursor: dict[str, Any]) -> tuple[list, dict[str, Any]]:
         return [], cursor  # the Runner sends the log itself
