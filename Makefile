@@ -87,6 +87,11 @@ clean:
 guest-image:
 	bash deploy/guest-image/build.sh
 
+.PHONY: guest-image-disk
+## guest-image-disk: the same image as a whole disk with GRUB, for a real cloud's Glance (docs/guest-image.md)
+guest-image-disk:
+	bash deploy/guest-image/whole-disk.sh
+
 .PHONY: openstack
 ## openstack: the development OpenStack (fake hypervisor) on 127.0.0.1; idempotent (deploy/dev/openstack/up.sh)
 openstack:
