@@ -27,6 +27,7 @@ GUESTS: dict[str, Guest] = {}
 
 class GuestBackend(LocalBackend):
     needs_bootstrap_secret = True
+    hands_out = False  # started by the reconcile pass, as in a cloud (main's ExecutionBackend.hands_out)
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         guest = GUESTS.get(attempt.external_name)
