@@ -18,6 +18,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -104,7 +105,8 @@ class Guest:
         self.image_dir, self.work, self.user_data, self.accel = image_dir, work, user_data, accel
         self.server_port, self.name = server_port, name
         self.console = work / "console.log"
-        self.monitor_path = work / "monitor.sock"
+        # A UNIX socket's path must be under 108 bytes: a short one in tmp, whatever the test's directory.
+        self.monitor_path = Path(tempfile.gettempdir()) / f"cp-qemu-{uuid.uuid4().hex[:12]}.sock"
         self.process: subprocess.Popen | None = None
         self.started_at: float | None = None  # time.time() when QEMU was started
         self.booted_at: float | None = None  # time.time() when its kernel's first line was seen on the console
@@ -143,7 +145,11 @@ class Guest:
             start_new_session=True,
         )
         (self.work / "qemu.pid").write_text(str(self.process.pid))
-        return self
+        try:  # QEMU refuses a bad option at once: say so in words rather than leave a guest that never boots
+            self.process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return self
+        raise OSError(f"QEMU exited {self.process.returncode}: {(self.work / 'qemu.log').read_text()[-600:]}")
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -179,6 +185,7 @@ class Guest:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
+        self.monitor_path.unlink(missing_ok=True)
 
 
 def stop_pid_file(path: Path) -> None:
