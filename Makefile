@@ -81,6 +81,17 @@ fmt: $(VENV)/.dev-installed
 clean:
 	rm -rf $(VENV) var
 
+.PHONY: guest-image
+## guest-image: the Debian 12 guest image of the real-guest tests (marker `guest`), from Debian's packages only;
+## cached in var/guest/<hash of the build inputs>/ (a second run is instant); docs/guest-image.md
+guest-image:
+	bash deploy/guest-image/build.sh
+
+.PHONY: guest-image-disk
+## guest-image-disk: the same image as a whole disk with GRUB, for a real cloud's Glance (docs/guest-image.md)
+guest-image-disk:
+	bash deploy/guest-image/whole-disk.sh
+
 .PHONY: openstack
 ## openstack: the development OpenStack (fake hypervisor) on 127.0.0.1; idempotent (deploy/dev/openstack/up.sh)
 openstack:

@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.plugins.kube",
     "tests.plugins.openstack",
     "tests.plugins.dependencies",
+    "tests.plugins.guest",
 ]
