@@ -17,4 +17,4 @@ class ManifestState(models.TextChoices):
 
 class StoreKind(models.TextChoices):
     DIRECTORY = "directory", "Directory on the CloudPivot host"
-    # Next (docs/data.md): "swift", an OpenStack object store written through per-attempt temporary URLs.
+    SWIFT = "swift", "OpenStack object store (Swift)"  # written and read through temporary URLs

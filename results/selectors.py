@@ -10,6 +10,7 @@ from cloudpivot.exceptions import NotFound
 from results.choices import OutputState
 from results.links import link_mint
 from results.models import OutputManifest
+from results.stores import store_of
 from tasks.models import Attempt, Task
 from tasks.selectors import task_get_for_user
 
@@ -39,11 +40,17 @@ def _manifest(task: Task, attempt: Attempt) -> dict[str, Any]:
         state = "pending" if declared and not attempt.is_closed else "none"
         reason = "" if state == "pending" or not declared else "no outputs were reported for this attempt"
         return {"attempt": attempt.number, "declared": declared, "state": state, "reason": reason, "files": []}
-    files = []
+    files, store = [], None
     for row in attempt.output_files.order_by("name"):
         item = {"name": row.name, "state": row.state, "bytes": row.bytes, "sha256": row.sha256, "reason": row.reason}
         if row.state == OutputState.STORED:
-            link = link_mint(row)
+            try:
+                store = store or store_of(attempt, manifest.store)
+            except LookupError as exc:
+                item["reason"] = f"no link: {exc}"
+                files.append(item)
+                continue
+            link = link_mint(row, store)
             item |= {"url": link.url, "expires_at": link.expires_at}
         files.append(item)
     return {

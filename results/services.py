@@ -7,7 +7,7 @@ from typing import Any
 
 from results.choices import ManifestState, OutputState
 from results.models import OutputFile, OutputManifest
-from results.stores import store_for_attempt, store_of_kind
+from results.stores import store_for_attempt, store_of
 from tasks.models import Attempt, Task
 
 
@@ -27,7 +27,7 @@ def outputs_record(*, task: Task, attempt: Attempt, manifest: dict[str, Any]) ->
                 state=OutputState.STORED,
                 bytes=item["bytes"],
                 sha256=item["sha256"],
-                ref=item.get("ref") or item["name"],
+                ref=store.ref(attempt.external_name, item["name"]),  # ours, not the execution's word
             ),
         )
     for item in manifest.get("missing") or []:
@@ -44,7 +44,7 @@ def outputs_record(*, task: Task, attempt: Attempt, manifest: dict[str, Any]) ->
         state=ManifestState.COMPLETE if complete else ManifestState.INCOMPLETE,
         reason=reason,
         store=store.kind,
-        location=str(store.target(attempt).get("path") or ""),
+        location=str(store.location(attempt.external_name)),
     )
     size = sum(row.bytes or 0 for row in rows.values())
     words = f"{stored} output{'s' if stored != 1 else ''} kept ({size} bytes)"
@@ -56,7 +56,10 @@ def outputs_discard(*, attempts: Iterable[Attempt]) -> int:
     attempts, count = list(attempts), 0
     kinds = dict(OutputManifest.objects.filter(attempt__in=attempts).values_list("attempt_id", "store"))
     for attempt in attempts:
-        store = store_of_kind(kinds[attempt.pk]) if attempt.pk in kinds else store_for_attempt(attempt)
+        try:
+            store = store_of(attempt, kinds[attempt.pk]) if attempt.pk in kinds else store_for_attempt(attempt)
+        except LookupError:
+            continue  # its store is gone with the connection's settings: nothing of ours to remove
         store.discard(attempt.external_name)
         count += 1
     return count

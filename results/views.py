@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from cloudpivot.api import error_body
 from results.links import LinkRefused, link_resolve
-from results.stores import store_of_kind
+from results.stores import store_of
 
 CHUNK = 1024 * 1024
 
@@ -25,7 +25,7 @@ def output_download(request: HttpRequest, token: str, name: str) -> HttpResponse
     try:
         file = link_resolve(token, name)
         manifest = file.attempt.output_manifest
-        handle = store_of_kind(manifest.store).open(file.attempt.external_name, file.ref)
+        handle = store_of(file.attempt, manifest.store).open(file.attempt.external_name, file.ref)
     except LinkRefused as exc:
         code = "link_expired" if "expired" in str(exc) else "forbidden" if exc.status == 403 else "not_found"
         return JsonResponse(error_body(code, str(exc)), status=exc.status)

@@ -382,6 +382,9 @@ RUNS_DIR = Path(env.str("CLOUDPIVOT_RUNS_DIR", default=str(VAR_DIR / "runs")))
 RESULTS_DIR = Path(env.str("CLOUDPIVOT_RESULTS_DIR", default=str(VAR_DIR / "results")))
 # How long a minted download link of an output works (seconds).
 RESULTS_LINK_SECONDS = env.int("CLOUDPIVOT_RESULTS_LINK_SECONDS", default=3600)
+# An object store's upload URL (Swift) is signed for the task's time limit plus this long: the time its host
+# program has to upload the outputs once the program ended, retrying through an outage of the store.
+RESULTS_UPLOAD_SECONDS = env.int("CLOUDPIVOT_RESULTS_UPLOAD_SECONDS", default=6 * 3600)
 # Cloud connections read credential and CA files only under this directory (docs/security.md).
 CREDENTIALS_DIR = Path(env.str("CLOUDPIVOT_CREDENTIALS_DIR", default=str(VAR_DIR / "credentials")))
 # The URL Runners use to reach this server; for the local backend, this host.

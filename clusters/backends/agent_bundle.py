@@ -8,6 +8,7 @@ base64): well inside Nova's 64 KB of user data.
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import io
 import zipfile
@@ -22,6 +23,7 @@ MODULES = (
     "cloudpivot_outputs",
     "cloudpivot_supervisor",
     "cloudpivot_sync",
+    "cloudpivot_upload",
 )
 MAIN = "import sys\n\nimport cloudpivot_agent\n\nsys.exit(cloudpivot_agent.main())\n"
 SHEBANG = b"#!/usr/bin/env python3\n"
@@ -34,9 +36,16 @@ def agent_zipapp() -> bytes:
         members = [(f"{name}.py", (AGENT_DIR / f"{name}.py").read_text()) for name in MODULES]
         for name, source in [*members, ("__main__.py", MAIN)]:
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
-            archive.writestr(info, source, compresslevel=9)
+            info.compress_type, info.external_attr = zipfile.ZIP_STORED, 0o644 << 16
+            archive.writestr(info, source)
     return SHEBANG + buffer.getvalue()
+
+
+@functools.cache
+def agent_zipapp_gzip() -> bytes:
+    """The zipapp gzipped whole, as the user data carries it (cloud-init's `gz+b64`): its members are stored,
+    not deflated one by one, so one gzip stream compresses across modules (a fifth smaller than a deflated zip)."""
+    return gzip.compress(agent_zipapp(), compresslevel=9, mtime=0)
 
 
 def agent_zipapp_sha256() -> str:

@@ -183,6 +183,13 @@ class ExecutionBackend:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ optional, with their defaults
+    def output_store(self) -> Any | None:
+        """The object store this cloud keeps task outputs in, or None (docs/data.md: results/stores.py).
+
+        One has `kind`, `upload_target(prefix, seconds)` (what an execution writes to, signed for it alone),
+        `download_url(name, seconds, filename=)` (a person's temporary link) and `delete_prefix(prefix)`."""
+        return None
+
     def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
         """What the task will hold on this cloud ({cpu, memory_mb, gpu}): its quota footprint, fixed at submission.
 

@@ -14,17 +14,15 @@ import stat
 
 try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
     from cloudpivot_common import read_json
+    from cloudpivot_upload import OutputError, put_file, store_url
 except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent.cloudpivot_common import read_json
+    from runner_api.agent.cloudpivot_upload import OutputError, put_file, store_url
 
 OUTPUT_MAX_FILES = 500  # the manifest must fit one event (256 KiB of JSON)
 OUTPUT_MAX_NAME = 200
 OUTPUT_CHUNK = 1024 * 1024
 OUTPUTS_FILE = "outputs.json"
-
-
-class OutputError(Exception):
-    """One output that cannot be kept; the message is the reason the manifest gives."""
 
 
 def _inside(path: str, root: str) -> bool:
@@ -79,11 +77,10 @@ def outputs_match(workdir: str, declared: list):
     return found, missing
 
 
-def output_copy(path: str, root: str, destination: str, owner=None):
-    """Copy one file to `destination` (atomically: a temporary name, then renamed), hashing as it goes.
-
-    Returns (bytes, sha256 hex); raises OutputError. `owner`: the uid the file must belong to (programs run
-    as another account: a root copier must not pick up what the account could only link to)."""
+def _open_checked(path: str, root: str, owner=None) -> int:
+    """The file opened for reading, once it is known to be a regular file inside the work directory (and the
+    program's account's, when `owner` is given: a root copier must not pick up what the account could only
+    link to). Raises OutputError."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -100,6 +97,18 @@ def output_copy(path: str, root: str, destination: str, owner=None):
             real = os.path.realpath(path)
         if not _inside(real, os.path.realpath(root)):
             raise OutputError("it leads outside the work directory")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def output_copy(path: str, root: str, destination: str, owner=None):
+    """Copy one file to `destination` (atomically: a temporary name, then renamed), hashing as it goes.
+
+    Returns (bytes, sha256 hex); raises OutputError."""
+    fd = _open_checked(path, root, owner)
+    try:
         digest, size = hashlib.sha256(), 0
         tmp = "%s.part-%d" % (destination, os.getpid())
         try:
@@ -134,14 +143,20 @@ def collect_outputs(workdir: str, outputs: dict, owner=None) -> dict:
         found, missing = outputs_match(workdir, (outputs or {}).get("declared") or [])
     except OSError as exc:
         found, missing = [], [{"name": "*", "reason": "the work directory cannot be read: %s" % exc}]
-    if found and store.get("kind") != "directory":
-        # A store this program cannot write to (an object store's upload URLs come in a later version).
+    if found and store.get("kind") not in ("directory", "swift"):
         why = "this host program cannot write to a %r store" % store.get("kind")
         missing += [{"name": name, "reason": why} for name, _ in found]
         found = []
     for name, path in found:
         try:
-            size, sha = output_copy(path, workdir, os.path.join(str(store.get("path")), name), owner)
+            if store.get("kind") == "swift":
+                fd = _open_checked(path, workdir, owner)
+                try:
+                    size, sha = put_file(fd, store_url(store, name))
+                finally:
+                    os.close(fd)
+            else:
+                size, sha = output_copy(path, workdir, os.path.join(str(store.get("path")), name), owner)
         except OutputError as exc:
             missing.append({"name": name, "reason": str(exc)})
             continue

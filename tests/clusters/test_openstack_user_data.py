@@ -4,6 +4,7 @@ cloud-init is given, checked without a cloud; the dev-cloud tests then run it fr
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import subprocess
@@ -28,8 +29,9 @@ def test_the_user_data_carries_the_host_program_its_config_and_a_unit_that_start
     data = document()
     files = {entry["path"]: entry for entry in data["write_files"]}
     program = files["/opt/cloudpivot/cloudpivot-agent.pyz"]
-    assert program["encoding"] == "b64" and program["permissions"] == "0755"
-    assert base64.b64decode(program["content"]) == agent_zipapp()
+    assert program["permissions"] == "0755"
+    assert program["encoding"] == "gz+b64"
+    assert gzip.decompress(base64.b64decode(program["content"])) == agent_zipapp()
     assert json.loads(files["/etc/cloudpivot/agent.json"]["content"]) == {
         "server_url": "https://cp.example.org",
         "credential_file": "/var/lib/cloudpivot/credential",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import gzip
 import json
 import os
 import secrets
@@ -221,6 +222,8 @@ def play_vm(conn, server_id: str, root: Path) -> SimpleNamespace:
         target.parent.mkdir(parents=True, exist_ok=True)
         if entry.get("encoding") == "b64":
             target.write_bytes(base64.b64decode(entry["content"]))
+        elif entry.get("encoding") == "gz+b64":
+            target.write_bytes(gzip.decompress(base64.b64decode(entry["content"])))
         else:
             assert "encoding" not in entry, entry["encoding"]
             target.write_text(entry["content"])

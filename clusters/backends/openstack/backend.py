@@ -33,6 +33,7 @@ from clusters.backends.openstack.client import (
     OpenStackClient,
     installation_tag,
 )
+from clusters.backends.openstack.object_store import SwiftStore
 from clusters.backends.openstack.observation import server_observation, survivor
 from clusters.models import CloudConnection
 from clusters.ownership import check_image_for_project
@@ -70,16 +71,19 @@ class OpenStackBackend(ExecutionBackend):
                         "message": f"the {cloud} cloud runs tasks in VMs and has no {what or field}; remove `{field}`",
                     }
                 )
-        if spec.get("outputs"):  # the Runner collects them once the object store (Swift temp URLs) is wired
-            errors.append(
-                {"field": "outputs", "message": f"the {cloud} cloud cannot keep declared outputs yet; remove `outputs`"}
-            )
+        if spec.get("outputs") and not self.options["results_container"]:
+            message = f"the {cloud} cloud keeps no outputs (its `results_container` option is empty); remove `outputs`"
+            errors.append({"field": "outputs", "message": message})
         if self.options["runner_bootstrap"] not in cloudinit.DELIVERY_MODES:
             note = checks.delivery_note(self.options["runner_bootstrap"], self.options["runner_path"])
             errors.append({"field": "cloud", "message": f"the {cloud} cloud is set wrong: {note}"})
         if not (spec.get("image") or self.options["image"]):
             errors.append({"field": "image", "message": f"name a VM image: the {cloud} cloud has no default image"})
         return errors
+
+    def output_store(self) -> SwiftStore | None:
+        """The project's Swift container, written through temporary URLs (object_store.py)."""
+        return SwiftStore(self.client) if self.options["results_container"] else None
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         """Adopt the server named after the attempt (and tagged ours), else create it; never leave two."""

@@ -52,6 +52,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "boot_deadline_seconds": 300,  # ACTIVE this long with no word from the Runner: it never started
     "api_timeout_seconds": 30,
     "root_disk": "ephemeral",  # instances: ephemeral (the flavor's disk) or volume (a Cinder volume from the image)
+    "results_container": "cloudpivot-results",  # the Swift container of task outputs ("" = keep no outputs)
 }
 BLOCK_STORAGE_TYPES = {"block-storage", "volumev3", "volume"}
 # CloudPivot's marks in a server's metadata (besides the installation tag).

@@ -15,7 +15,7 @@ import yaml
 from django.conf import settings
 
 from cloudpivot import credentials
-from clusters.backends.agent_bundle import agent_zipapp
+from clusters.backends.agent_bundle import agent_zipapp_gzip
 from clusters.backends.base import BackendError
 
 CONFIG_DIR = "/etc/cloudpivot"
@@ -56,13 +56,13 @@ def user_data(options: dict[str, Any], bootstrap_secret: str) -> str:
         files.append({"path": AGENT_CA, "owner": "root:root", "permissions": "0644", "content": ca})
         config["ca_file"] = AGENT_CA
     if options["runner_bootstrap"] == "user_data":
-        program = base64.b64encode(agent_zipapp()).decode()
+        program = base64.b64encode(agent_zipapp_gzip()).decode()
         files.append(
             {
                 "path": options["runner_path"],
                 "owner": "root:root",
                 "permissions": "0755",
-                "encoding": "b64",
+                "encoding": "gz+b64",
                 "content": program,
             }
         )

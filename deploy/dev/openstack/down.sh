@@ -4,7 +4,7 @@
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/env.sh"; . "$HERE/lib.sh"
 [ -d "$S" ] || { echo "nothing to stop ($S does not exist)"; exit 0; }
-for s in cinder-volume cinder-scheduler cinder-api nova-compute nova-scheduler nova-conductor nova-api neutron-server placement glance-api keystone; do
+for s in swift-proxy swift-object swift-container swift-account cinder-volume cinder-scheduler cinder-api nova-compute nova-scheduler nova-conductor nova-api neutron-server placement glance-api keystone; do
   stop_pid $s
 done
 if pg_running; then

@@ -9,6 +9,10 @@ export CP_OS_PLACEMENT_PORT=${CP_OS_PLACEMENT_PORT:-8778}
 export CP_OS_NOVA_PORT=${CP_OS_NOVA_PORT:-8774}
 export CP_OS_NEUTRON_PORT=${CP_OS_NEUTRON_PORT:-9696}
 export CP_OS_CINDER_PORT=${CP_OS_CINDER_PORT:-8776}
+export CP_OS_SWIFT_PORT=${CP_OS_SWIFT_PORT:-8080}      # the Swift proxy; its servers below
+export CP_OS_SWIFT_OBJECT_PORT=${CP_OS_SWIFT_OBJECT_PORT:-6200}
+export CP_OS_SWIFT_CONTAINER_PORT=${CP_OS_SWIFT_CONTAINER_PORT:-6201}
+export CP_OS_SWIFT_ACCOUNT_PORT=${CP_OS_SWIFT_ACCOUNT_PORT:-6202}
 export CP_OS_PASS=${CP_OS_PASS:-secret}                # every OpenStack password (admin, service users, DB)
 export CP_OS_REGION=RegionOne
 # The machine's RabbitMQ (127.0.0.1:5672, guest/guest), in a vhost of our own

@@ -1,12 +1,14 @@
 #!/bin/bash
 # Install the Debian 12 packages of a minimal OpenStack (Zed): keystone, glance, placement,
-# nova (api, conductor, scheduler, compute with the fake driver) and an agent-less neutron-server.
+# nova (api, conductor, scheduler, compute with the fake driver), an agent-less neutron-server, cinder and
+# swift (the object store: one node, one replica; configure_swift.sh).
 # Skips apt entirely when every package is already installed. Services must NOT auto-start:
 # Debian's invoke-rc.d honours /usr/sbin/policy-rc.d (exit 101); we create one only if missing.
 set -euo pipefail
 PKGS="postgresql-15 rabbitmq-server keystone glance-api placement-api nova-api nova-conductor
 nova-scheduler nova-compute nova-compute-ironic python3-openstackclient neutron-server uwsgi-plugin-python3 bc curl
-cinder-api cinder-scheduler cinder-volume"
+cinder-api cinder-scheduler cinder-volume
+swift swift-proxy swift-account swift-container swift-object python3-swiftclient"
 missing=()
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

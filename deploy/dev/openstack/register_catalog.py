@@ -29,6 +29,7 @@ services = [
     # Cinder under both names: Nova looks for volumev3, openstacksdk for block-storage (or its aliases)
     ("cinderv3", "volumev3", f"http://{H}:{os.environ['CP_OS_CINDER_PORT']}/v3/%(project_id)s"),
     ("cinder", "block-storage", f"http://{H}:{os.environ['CP_OS_CINDER_PORT']}/v3/%(project_id)s"),
+    ("swift", "object-store", f"http://{H}:{os.environ['CP_OS_SWIFT_PORT']}/v1/AUTH_%(project_id)s"),
 ]
 domain = idp.find_domain("default")
 project = idp.find_project("service", domain_id=domain.id) or idp.create_project(
@@ -37,7 +38,9 @@ project = idp.find_project("service", domain_id=domain.id) or idp.create_project
 admin_role = idp.find_role("admin")
 # `service`: what Cinder asks of the service token Nova sends to delete an in-use attachment (OSSA-2023-003)
 service_role = idp.find_role("service") or idp.create_role(name="service")
-for name in ("glance", "placement", "nova", "neutron", "cinder"):
+# Swift's keystoneauth lets `member` (and admin) operate their project's account
+idp.find_role("member") or idp.create_role(name="member")
+for name in ("glance", "placement", "nova", "neutron", "cinder", "swift"):
     user = idp.find_user(name, domain_id=domain.id) or idp.create_user(
         name=name, password=PASS, domain_id=domain.id, default_project_id=project.id
     )

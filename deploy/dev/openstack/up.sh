@@ -4,6 +4,7 @@
 #   2. configures everything if $CP_OS_STATE/.configured is missing (configure.sh)
 #   3. starts each service that is not running, waits until the hypervisor is up
 #   4. makes the flavor and image CloudPivot's tests use, and prints where things are
+# Swift (the object store) by configure_swift.sh, likewise.
 # Cinder (block storage, our sparse-file backend: README) is configured by configure_cinder.sh, on a fresh
 # state and on one configured before Cinder came (then nova-api and nova-compute restart to read [cinder]).
 # Loopback only. Reuses the machine's RabbitMQ (vhost $CP_OS_RABBIT_VHOST); private PostgreSQL on $CP_OS_PG_PORT.
@@ -75,6 +76,11 @@ if [ ! -e "$S/.cinder" ]; then   # a fresh state, or one configured before Cinde
   for svc in nova-api nova-compute; do if pid_alive $svc; then stop_pid $svc; fi; done
   lap cinder-configured
 fi
+if [ ! -e "$S/.swift" ]; then    # a fresh state, or one configured before Swift: rings, configs, the catalog entry
+  "$HERE/configure_swift.sh"
+  rm -f $S/.catalog               # register_catalog.py (idempotent) adds the swift user and object-store
+  lap swift-configured
+fi
 rabbitmqctl -q list_vhosts | grep -qx "$CP_OS_RABBIT_VHOST" || {
   rabbitmqctl -q add_vhost "$CP_OS_RABBIT_VHOST"
   rabbitmqctl -q set_permissions -p "$CP_OS_RABBIT_VHOST" guest '.*' '.*' '.*' >/dev/null
@@ -102,6 +108,10 @@ pid_alive cinder-scheduler || start_bg cinder-scheduler cinder-scheduler $CC
 # the volume driver is ours (cinder_driver/), found on PYTHONPATH
 fresh_cinder=0
 pid_alive cinder-volume || { start_bg cinder-volume env PYTHONPATH="$HERE/cinder_driver" cinder-volume $CC; fresh_cinder=1; }
+for kind in account container object; do
+  pid_alive swift-$kind || start_bg swift-$kind swift-$kind-server $S/etc/swift/$kind-server.conf -v
+done
+pid_alive swift-proxy || start_bg swift-proxy swift-proxy-server $S/etc/swift/proxy-server.conf -v
 wait_http "http://$CP_OS_HOST:$CP_OS_GLANCE_PORT/" 60
 wait_http "http://$CP_OS_HOST:$CP_OS_PLACEMENT_PORT/" 60
 wait_http "http://$CP_OS_HOST:$CP_OS_NEUTRON_PORT/" 90
@@ -113,6 +123,7 @@ if [ $fresh_neutron = 1 ]; then
 fi
 wait_http "http://$CP_OS_HOST:$CP_OS_NOVA_PORT/" 90
 wait_http "http://$CP_OS_HOST:$CP_OS_CINDER_PORT/" 90
+wait_http "http://$CP_OS_HOST:$CP_OS_SWIFT_PORT/healthcheck" 60
 lap services
 
 # nova-compute registered in placement and its host mapped into cell1
@@ -158,6 +169,7 @@ cat <<EOT
 OpenStack (fake hypervisor) is up on 127.0.0.1:
   keystone  $CP_OS_AUTH_URL   (admin / $CP_OS_PASS, project admin)
   nova :$CP_OS_NOVA_PORT  glance :$CP_OS_GLANCE_PORT  placement :$CP_OS_PLACEMENT_PORT  neutron :$CP_OS_NEUTRON_PORT  cinder :$CP_OS_CINDER_PORT
+  swift :$CP_OS_SWIFT_PORT (tempurl, s3api; one node, one replica in $S/swift)
   postgres :$CP_OS_PG_PORT (private)   rabbitmq 127.0.0.1:5672 vhost $CP_OS_RABBIT_VHOST
   clouds.yaml  $CP_OS_CLOUDS_YAML  (cloud "$CP_OS_CLOUD"); flavor $CP_OS_FLAVOR (resize to cp.small), image $CP_OS_IMAGE, networks none
   resize       allow_resize_to_same_host = True (one compute host); block storage: Cinder, sparse files in $S/cinder/volumes (README)
