@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
+from clusters.backends.base import AttemptRef
+from clusters.backends.kubernetes.manifest import job_manifest
 from clusters.connection_options import option_errors
 from clusters.models import CloudConnection
 from tasks.models import Task
@@ -153,9 +156,6 @@ def test_kubernetes_mounts_a_pvc_reference_as_it_mounts_volumes(api, kube, kube_
 
 
 def test_the_job_mounts_a_pvc_reference_and_names_it_to_the_program(kube_connection):
-    from clusters.backends.base import AttemptRef
-    from clusters.backends.kubernetes.manifest import job_manifest
-
     spec = {
         "image": "busybox",
         "command": ["true"],
@@ -184,3 +184,17 @@ def test_kubernetes_refuses_a_host_directory_naming_the_kind(api, kube_connectio
     errors = refused(kube_post(api, data=[{"kind": "dir", "ref": "/srv/datasets"}]))
     assert errors["data.0.kind"] == ("the Kubernetes cloud k3s-lab cannot mount 'dir' references; it can mount: 'pvc'")
     assert not Task.objects.exists()
+
+
+def test_the_submit_pages_document_editor_makes_the_same_checks(pages, world, roots):
+    """The portal's submit form goes through the same serializer and cloud checks as the API."""
+    inside, _, outside = roots
+    client = pages("bob")
+    document = {"cloud": "local", "command": ["true"], "data": [{"kind": "dir", "ref": str(outside)}]}
+    response = client.post("/tasks/new", {"mode": "raw", "raw-document": json.dumps(document)})
+    assert response.status_code == 400 and not Task.objects.exists()
+    (error,) = response.context["raw"].errors["document"]
+    assert error.startswith("data.0.ref: is outside the directories the local cloud allows"), error
+    document["data"] = [{"kind": "dir", "ref": str(inside / "mnist")}]
+    assert client.post("/tasks/new", {"mode": "raw", "raw-document": json.dumps(document)}).status_code == 302
+    assert Task.objects.get().normalized["data"][0]["ref"] == os.path.realpath(inside / "mnist")
