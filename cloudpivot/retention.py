@@ -31,7 +31,7 @@ from cloudpivot.accounts.models import AuditEntry
 from resources.choices import OPEN_OPERATION_STATES
 from resources.models import Instance, Operation
 from results.models import OutputFile
-from results.services import outputs_discard
+from results.services import outputs_discard, storage_forget
 from runner_api.models import BootstrapSecret
 from tasks.choices import TERMINAL, CleanupState
 from tasks.models import Task
@@ -104,6 +104,7 @@ def _task_outputs_discard(tasks: list[Task]) -> None:
     from the store too (docs/data.md). The manifest stays readable in the archive."""
     attempts = [attempt for task in tasks for attempt in task.attempts.all()]
     outputs_discard(attempts=attempts)
+    storage_forget(attempts=attempts)  # created storage not removed stays on record (docs/data.md)
 
 
 KINDS = [

@@ -80,7 +80,8 @@ KNOWN: dict[str, dict[str, str]] = {
         "debug_hold_max_minutes": WHOLE,
         "egress": MAPPING,
     },
-    BackendKind.LOCAL: {"run_as": TEXT, "runs_dir": TEXT, "egress": MAPPING},
+    # data_roots: the host directories (absolute) a task's `dir` references may lie in (clusters/data_refs.py)
+    BackendKind.LOCAL: {"run_as": TEXT, "runs_dir": TEXT, "egress": MAPPING, "data_roots": NAMES},
 }
 LISTS_OF_OBJECTS = {"tolerations", "allowed_tolerations"}
 RETENTION = ("delete", "keep")
@@ -131,6 +132,14 @@ def _shape_problem(key: str, shape: str, value: Any) -> str:
         return f"'ssh_port' must be a TCP port (1 to 65535), not {value!r}"
     if key == "egress":
         return policy_problem(value)
+    if key == "data_roots" and isinstance(value, list):
+        bad = [
+            item
+            for item in value
+            if not (isinstance(item, str) and item.startswith("/") and ".." not in item.split("/"))
+        ]
+        if bad:
+            return f"'data_roots' must be a list of absolute directories (no '..'), not {bad[0]!r}"
     if key == "retention" and value not in RETENTION:
         return f"'retention' must be one of {', '.join(RETENTION)}, not {value!r}"
     ok = {

@@ -15,9 +15,12 @@ from typing import Any
 from cloudpivot.accounts.models import Project
 from cloudpivot.exceptions import BackendError, InvalidSpec, cloud_error
 from clusters.backends import get_backend
+from clusters.data_refs import data_kind_errors
 from clusters.debug_hold import debug_hold_errors
 from clusters.egress import NONE, OPEN, effective_egress, policy_of
 from clusters.models import CloudConnection
+
+BACKEND_WORDS = {"local": "local", "kubernetes": "Kubernetes", "openstack": "OpenStack"}
 
 
 def task_spec_check(*, connection: CloudConnection, project: Project, spec: dict[str, Any]) -> dict[str, Any]:
@@ -25,6 +28,8 @@ def task_spec_check(*, connection: CloudConnection, project: Project, spec: dict
     doing = f"checking the task for {connection.cloud_id}"
     try:
         backend = get_backend(connection)
+        cloud_words = f"{BACKEND_WORDS.get(connection.backend, connection.backend)} cloud"
+        _refuse(data_kind_errors(spec, backend.data_kinds, cloud=connection.cloud_id, what=cloud_words))
         errors = backend.validate(spec)
         _refuse(errors)
         _refuse(backend.access_errors(spec, project_id=project.pk, project=project.slug))
@@ -35,7 +40,8 @@ def task_spec_check(*, connection: CloudConnection, project: Project, spec: dict
     _refuse(debug_hold_errors(connection, spec))
     egress = _egress(connection, backend.egress_closes, spec.get("network"))
     connection_facts_keep(connection=connection, facts=backend.learned_facts())
-    return {**spec, "resources": resources, "egress": egress}
+    data = {"data": backend.data_resolved(spec)} if spec.get("data") else {}
+    return {**spec, "resources": resources, "egress": egress, **data}
 
 
 def _egress(connection: CloudConnection, closes: frozenset[str], network: Any) -> Any:

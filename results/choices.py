@@ -18,3 +18,17 @@ class ManifestState(models.TextChoices):
 class StoreKind(models.TextChoices):
     DIRECTORY = "directory", "Directory on the CloudPivot host"
     SWIFT = "swift", "OpenStack object store (Swift)"  # written and read through temporary URLs
+
+
+class StorageRole(models.TextChoices):
+    """Whether the attempt made the storage itself (and so must remove it, unless kept) or used what exists."""
+
+    CREATED = "created", "Created for the attempt"
+    BORROWED = "borrowed", "Borrowed"
+
+
+class StorageState(models.TextChoices):
+    IN_USE = "in_use", "In use"  # the attempt runs with it
+    RELEASED = "released", "Released"  # the attempt ended; borrowed storage is left as it was
+    DELETED = "deleted", "Deleted"  # created storage, removed after the attempt
+    KEPT = "kept", "Kept"  # created storage the task asked to keep (`keep: true`)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
+from cloudpivot.accounts.models import Project
 from cloudpivot.common import BaseModel
-from results.choices import ManifestState, OutputState, StoreKind
+from clusters.models import CloudConnection
+from results.choices import ManifestState, OutputState, StorageRole, StorageState, StoreKind
 from tasks.models import Attempt
 
 
@@ -45,3 +48,35 @@ class OutputFile(BaseModel):
 
     def __str__(self) -> str:
         return self.name
+
+
+class StorageReference(BaseModel):
+    """One data reference an attempt used (docs/data.md): created for it or borrowed, and what became of it.
+
+    Written when the attempt starts (one row per entry of its task's `data`), released when it ends. The row
+    outlives its attempt (SET_NULL), so storage an attempt created and nobody removed stays on record."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.SET_NULL, null=True, related_name="storage_references")
+    attempt_name = models.CharField(max_length=200, help_text="The attempt's external name, kept when it is gone.")
+    connection = models.ForeignKey(CloudConnection, on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", help_text="Its scope.")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    index = models.PositiveSmallIntegerField(help_text="Its place in the task's `data` (CLOUDPIVOT_DATA_<index>).")
+    kind = models.CharField(max_length=16)
+    ref = models.CharField(max_length=1000, help_text="Its identity: a claim, a volume, a host directory, a prefix.")
+    name = models.CharField(max_length=40, blank=True)
+    path = models.CharField(max_length=1000, blank=True)
+    mode = models.CharField(max_length=2)
+    role = models.CharField(max_length=16, choices=StorageRole.choices)
+    state = models.CharField(max_length=16, choices=StorageState.choices, default=StorageState.IN_USE)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["attempt_id", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "index"], name="%(app_label)s_%(class)s_one_per_reference")
+        ]
+        indexes = [models.Index(fields=["role", "state"], name="results_storage_role_state")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.ref} ({self.role}, {self.state})"

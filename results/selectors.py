@@ -1,15 +1,17 @@
-"""Reads of outputs (docs/data.md): the manifest of a task's attempt, with fresh links for what is stored."""
+"""Reads of outputs (docs/data.md): the manifest of a task's attempt, with fresh links for what is stored; and
+the record of the storage each attempt borrowed or created."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db.models import Q, QuerySet
 
 from cloudpivot.exceptions import NotFound
-from results.choices import OutputState
+from results.choices import OutputState, StorageRole, StorageState
 from results.links import link_mint
-from results.models import OutputManifest
+from results.models import OutputManifest, StorageReference
 from results.stores import store_of
 from tasks.models import Attempt, Task
 from tasks.selectors import task_get_for_user
@@ -62,3 +64,36 @@ def _manifest(task: Task, attempt: Attempt) -> dict[str, Any]:
         "reported_at": manifest.created_at,
         "files": files,
     }
+
+
+STORAGE_FIELDS = ("index", "kind", "ref", "name", "path", "mode", "role", "state", "created_at", "released_at")
+
+
+def storage_of_attempts(*, attempts: list[Attempt]) -> dict[int, list[dict[str, Any]]]:
+    """Attempt id → the storage it borrowed or created, in the task's `data` order (one query for them all)."""
+    found: dict[int, list[dict[str, Any]]] = {attempt.pk: [] for attempt in attempts}
+    for row in StorageReference.objects.filter(attempt__in=attempts).values("attempt_id", *STORAGE_FIELDS):
+        found[row.pop("attempt_id")].append(row)
+    return found
+
+
+def storage_left_behind() -> QuerySet[StorageReference]:
+    """Storage attempts created that nobody removed or kept: its attempt is gone or ended (docs/orphans.md)."""
+    ended = Q(attempt__isnull=True) | Q(attempt__closed_at__isnull=False)
+    left = StorageReference.objects.filter(role=StorageRole.CREATED).exclude(
+        state__in=[StorageState.DELETED, StorageState.KEPT]
+    )
+    return left.filter(ended).select_related("connection", "project")
+
+
+def task_data_view(*, task: Task) -> dict[str, Any]:
+    """The task page's Data section: its latest attempt's record of each reference (role and state), or, before
+    an attempt started, the references the document names (state "not started")."""
+    attempt = task.attempts.order_by("-number").first()
+    rows = storage_of_attempts(attempts=[attempt])[attempt.pk] if attempt else []
+    if not rows:
+        rows = [
+            {**ref, "index": index, "name": ref.get("name") or "", "role": "", "state": "not started"}
+            for index, ref in enumerate(task.normalized.get("data") or [])
+        ]
+    return {"attempt": attempt.number if attempt and rows and rows[0]["role"] else None, "refs": rows}

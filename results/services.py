@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from results.choices import ManifestState, OutputState
-from results.models import OutputFile, OutputManifest
+from django.utils import timezone
+
+from clusters.data_refs import CREATED_KINDS
+from results.choices import ManifestState, OutputState, StorageRole, StorageState
+from results.models import OutputFile, OutputManifest, StorageReference
 from results.stores import store_for_attempt, store_of
 from tasks.models import Attempt, Task
 
@@ -63,3 +66,48 @@ def outputs_discard(*, attempts: Iterable[Attempt]) -> int:
         store.discard(attempt.external_name)
         count += 1
     return count
+
+
+def storage_begin(*, attempt: Attempt) -> int:
+    """Record each data reference of the attempt's task as in use (docs/data.md), once: an attempt that has its
+    rows (a hand-out sent again) gets none more. Returns the number written."""
+    if StorageReference.objects.filter(attempt=attempt).exists():
+        return 0
+    task = attempt.task
+    rows = [
+        StorageReference(
+            attempt=attempt,
+            attempt_name=attempt.external_name,
+            connection_id=task.connection_id,
+            project_id=task.project_id,
+            owner_id=task.owner_id,
+            index=index,
+            kind=ref["kind"],
+            ref=ref["ref"],
+            name=ref.get("name") or "",
+            path=ref.get("path") or "",
+            mode=ref.get("mode") or "ro",
+            role=StorageRole.CREATED if ref["kind"] in CREATED_KINDS else StorageRole.BORROWED,
+        )
+        for index, ref in enumerate(task.normalized.get("data") or [])
+    ]
+    StorageReference.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def storage_end(*, attempt: Attempt) -> int:
+    """The attempt ended: what it borrowed is released, what it created and the task keeps is kept; what it created
+    otherwise is released, to be removed by the attempt's cleanup (then deleted). Returns the rows moved."""
+    now = timezone.now()
+    in_use = StorageReference.objects.filter(attempt=attempt, state=StorageState.IN_USE)
+    keep = {index for index, ref in enumerate(attempt.task.normalized.get("data") or []) if ref.get("keep")}
+    kept = in_use.filter(role=StorageRole.CREATED, index__in=keep).update(state=StorageState.KEPT, released_at=now)
+    return kept + in_use.update(state=StorageState.RELEASED, released_at=now)
+
+
+def storage_forget(*, attempts: Iterable[Attempt]) -> int:
+    """Retention: the records of these attempts go with them, except storage they created that was not removed
+    (kept on purpose, or left behind), which stays on record for its owner and the admins."""
+    created_left = {"role": StorageRole.CREATED, "state__in": [StorageState.IN_USE, StorageState.RELEASED]}
+    rows = StorageReference.objects.filter(attempt__in=list(attempts)).exclude(**created_left)
+    return rows.exclude(state=StorageState.KEPT).delete()[0]

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from cloudpivot.api import flatten_errors
 from cloudpivot.exceptions import InvalidSpec
 from cloudpivot.json_types import JSONTypes
+from clusters.data_refs import DATA_KINDS, DIR, ENV_PREFIX, MAX_DATA, PVC, SCRATCH
 from clusters.egress import DEFAULT, MAX_DESTINATIONS, NONE, destinations_normalize
 from tasks.choices import MAX_INTERRUPT_LIMIT, OnInterrupt
 from tasks.stop_grace import MAX_STOP_GRACE_SECONDS
@@ -214,6 +215,68 @@ class OutputSerializer(StrictItemSerializer):
         return value.rstrip("/")
 
 
+DATA_NAME = RegexValidator(r"^[A-Za-z][A-Za-z0-9_]{0,39}$", "must be a name of letters, digits and '_', e.g. inputs")
+
+
+class DataRefSerializer(StrictItemSerializer):
+    """A data reference (docs/data.md): one shape for every cloud; which kinds a cloud mounts is its backend's say."""
+
+    kind = serializers.ChoiceField(choices=DATA_KINDS)
+    ref = serializers.CharField(
+        max_length=1000,
+        required=False,
+        help_text="What is referenced: a PVC's name (pvc), a volume's name or id (volume), an absolute host path "
+        "(dir), a container/prefix (object); for scratch a name of your choice (default scratch-N).",
+    )
+    path = serializers.CharField(
+        max_length=1000,
+        required=False,
+        help_text="Where the program sees it (an absolute mount path; required for pvc). `dir` is seen at its own "
+        "host path: give `name` instead.",
+    )
+    mode = serializers.ChoiceField(
+        choices=["ro", "rw"], required=False, help_text="Read-only (the default) or read-write (scratch: rw)."
+    )
+    name = serializers.CharField(
+        max_length=40,
+        required=False,
+        validators=[DATA_NAME],
+        help_text=f"Also given to the program as {ENV_PREFIX}<NAME> (upper case), besides {ENV_PREFIX}<N>.",
+    )
+    size_gb = serializers.IntegerField(min_value=1, max_value=16384, required=False, help_text="scratch only.")
+    keep = serializers.BooleanField(required=False, help_text="scratch only: keep the volume after the attempt.")
+
+    def validate_path(self, value: str) -> str:
+        if not value.startswith("/") or "\x00" in value:
+            raise serializers.ValidationError("must be an absolute path where the program sees it, e.g. /data")
+        if ".." in value.split("/"):
+            raise serializers.ValidationError("must not have '..' parts")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind, ref = attrs["kind"], attrs.get("ref", "")
+        if kind != SCRATCH:
+            for field in ("size_gb", "keep"):
+                if field in attrs:
+                    raise serializers.ValidationError({field: [f"only for scratch references, not {kind}"]})
+            if not ref.strip():
+                raise serializers.ValidationError({"ref": ["this field is required"]})
+        elif "size_gb" not in attrs:
+            raise serializers.ValidationError({"size_gb": ["a scratch reference needs its size, e.g. 10"]})
+        if kind == PVC:
+            if not DNS_LABEL.match(ref):
+                message = "must be a PersistentVolumeClaim name: lowercase letters, digits and '-'"
+                raise serializers.ValidationError({"ref": [message]})
+            if "path" not in attrs:
+                raise serializers.ValidationError({"path": ["a pvc reference needs `path`, where it is mounted"]})
+        if kind == DIR:
+            if not ref.startswith("/"):
+                raise serializers.ValidationError({"ref": ["must be an absolute path on the host"]})
+            if ".." in ref.split("/") or "\x00" in ref:
+                raise serializers.ValidationError({"ref": ["must not have '..' parts"]})
+        return attrs
+
+
 class TaskSpecSerializer(StrictSerializer):
     cloud = serializers.SlugField(max_length=64)
     project = serializers.SlugField(max_length=64, required=False)
@@ -248,6 +311,8 @@ class TaskSpecSerializer(StrictSerializer):
     outputs = OutputSerializer(many=True, required=False, max_length=MAX_OUTPUTS)
     # Outbound network (docs/security.md#egress): within the connection's policy; its effective value is `egress`.
     network = NetworkField(required=False)
+    # Data the task references (docs/data.md): mounted or named for the program, never copied by CloudPivot.
+    data = DataRefSerializer(many=True, required=False, max_length=MAX_DATA)
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         bad = [key for key in value if not ENV_NAME.match(key)]
@@ -276,6 +341,20 @@ class TaskSpecSerializer(StrictSerializer):
     def validate_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [dict(output) for output in value]
 
+    def validate_data(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        refs = [dict(ref) for ref in value]
+        for index, ref in enumerate(refs):
+            ref.setdefault("mode", "rw" if ref["kind"] == SCRATCH else "ro")
+            if ref["kind"] == SCRATCH:
+                ref.setdefault("ref", f"scratch-{index}")
+                ref.setdefault("keep", False)
+        for field in ("path", "name"):
+            seen = [ref[field].upper() if field == "name" else ref[field] for ref in refs if ref.get(field)]
+            duplicates = sorted({item for item in seen if seen.count(item) > 1})
+            if duplicates:
+                raise serializers.ValidationError(f"{field} used twice: {', '.join(duplicates)}")
+        return refs
+
     def validate_secrets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         targets = [ref.get("env") or ref.get("file") for ref in value]
         duplicates = sorted({target for target in targets if targets.count(target) > 1})
@@ -289,6 +368,8 @@ class TaskSpecSerializer(StrictSerializer):
         )
         if clash:
             raise serializers.ValidationError({"secrets": [f"also set in env: {', '.join(clash)}"]})
+        if attrs.get("data") and any(key.startswith(ENV_PREFIX) for key in attrs.get("env") or {}):
+            raise serializers.ValidationError({"env": [f"{ENV_PREFIX}* is where the program finds its `data`"]})
         return attrs
 
 

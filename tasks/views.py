@@ -23,7 +23,7 @@ from cloudpivot.exceptions import ApplicationError, Conflict, InvalidSpec, NotFo
 from clusters.egress import egress_words, task_egress
 from clusters.metrics.visibility import inventory_visible
 from clusters.selectors import connections_visible_to
-from results.selectors import attempt_outputs
+from results.selectors import attempt_outputs, task_data_view
 from tasks import portal, selectors, services
 from tasks.choices import TaskState
 from tasks.compare import attempts_annotated, attempts_compare, task_suggestion
@@ -97,6 +97,8 @@ def _detail_context(request: HttpRequest, task: Task) -> dict[str, Any]:
         # Declared outputs (docs/data.md): the latest attempt's manifest with fresh download links.
         "outputs": attempt_outputs(task=task) if task.normalized.get("outputs") else None,
         "egress": egress_words(task_egress(task.normalized)),  # docs/security.md#egress
+        # Data references (docs/data.md): what the latest attempt borrowed or created, and what became of it.
+        "data": task_data_view(task=task) if task.normalized.get("data") else None,
     }
 
 

@@ -141,6 +141,9 @@ class ExecutionBackend:
     # What this cloud can close of a task's outbound network (clusters/egress.py): "none" (all of it), "list"
     # (all but the destinations named). A task or policy asking for more is refused at submission.
     egress_closes: frozenset[str] = frozenset()
+    # The kinds of data reference (`data`, clusters/data_refs.py) this cloud mounts; any other is refused at
+    # submission naming `data.N.kind`.
+    data_kinds: frozenset[str] = frozenset()
     # The kinds `inventory` answers for (empty: no inventory).
     inventory_kinds: tuple[str, ...] = ()
     # True when ensure_started needs `AttemptRef.bootstrap_secret` (a VM's Runner bootstraps with it).
@@ -196,6 +199,10 @@ class ExecutionBackend:
         By default what it asked; a cloud that gives more (a connection's default requests, a VM's flavor) says so.
         """
         return dict(spec.get("resources") or {})
+
+    def data_resolved(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """The task's data references as they are kept (after validate(): a host path with its symlinks resolved)."""
+        return [dict(ref) for ref in spec.get("data") or []]
 
     def task_defaults(self) -> dict[str, Any]:
         """What a task that leaves a field empty gets on this cloud ({"image", "cpu", "memory_mb"} as set), from

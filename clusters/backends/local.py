@@ -27,6 +27,7 @@ from django.conf import settings
 
 from cloudpivot.credentials import agent_credential
 from clusters.backends.base import AttemptRef, BackendError, ExecutionBackend, ExternalRef, Health, Observation
+from clusters.data_refs import DIR, data_roots, dir_ref_problem
 from clusters.models import CloudConnection
 from runner_api.agent.cloudpivot_supervisor import CRASH_ENV, RUN_AS_ENV, lock_held
 
@@ -143,6 +144,8 @@ class LocalBackend(ExecutionBackend):
     # destinations would need a firewall per program, which `local` does not have (docs/security.md#egress).
     egress_closes = frozenset({"none"})
     inventory_kinds: tuple[str, ...] = ()
+    # Host directories under the connection's `data_roots` (docs/data.md), named to the program, not mounted.
+    data_kinds = frozenset({DIR})
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
@@ -174,7 +177,34 @@ class LocalBackend(ExecutionBackend):
                         f"remove `{field}` or choose a kubernetes cloud",
                     }
                 )
+        return errors + self._data_errors(spec)
+
+    def _data_errors(self, spec: dict[str, Any]) -> list[dict[str, str]]:
+        """Each `dir` reference must be an existing directory inside an allowed root once its symlinks are resolved
+        (data_resolved stores it so); the program sees it at its host path, so `path` is refused."""
+        errors, roots, cloud = [], data_roots(self.connection.options), self.connection.cloud_id
+        for index, ref in enumerate(spec.get("data") or []):
+            if ref["kind"] != DIR:
+                continue
+            if ref.get("path"):
+                message = (
+                    f"the {cloud} cloud mounts nothing: the program finds the directory at its host path, in "
+                    f"CLOUDPIVOT_DATA_{index}; remove `path` (give `name` for CLOUDPIVOT_DATA_<NAME>)"
+                )
+                errors.append({"field": f"data.{index}.path", "message": message})
+            _real, problem = dir_ref_problem(ref["ref"], roots, cloud=cloud)
+            if problem:
+                errors.append({"field": f"data.{index}.ref", "message": problem})
         return errors
+
+    def data_resolved(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each `dir` reference at its resolved path (symlinks followed), so the program gets the checked directory."""
+        roots, cloud = data_roots(self.connection.options), self.connection.cloud_id
+        resolved = []
+        for ref in spec.get("data") or []:
+            real = dir_ref_problem(ref["ref"], roots, cloud=cloud)[0] if ref["kind"] == DIR else ""
+            resolved.append({**ref, "ref": real} if real else dict(ref))
+        return resolved
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         """The agent takes the attempt itself (v2 sync); here we only make sure it runs and ask it to look now."""

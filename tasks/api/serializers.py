@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.egress import MAX_DESTINATIONS, NONE, OPEN, task_egress
+from results.choices import StorageRole, StorageState
 from tasks.choices import StopReason
 from tasks.models import Attempt, Task, TaskEvent
 from tasks.phases import MARKS
@@ -74,6 +75,21 @@ class ReleaseHoldSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class StorageReferenceSerializer(serializers.Serializer):
+    """One data reference the attempt used (docs/data.md): created for it or borrowed, and what became of it."""
+
+    index = serializers.IntegerField(help_text="Its place in the task's `data`: the program's CLOUDPIVOT_DATA_<index>.")
+    kind = serializers.CharField()
+    ref = serializers.CharField(help_text="Its identity: a claim's name, a volume, a host directory (resolved).")
+    name = serializers.CharField()
+    path = serializers.CharField()
+    mode = serializers.ChoiceField(choices=["ro", "rw"])
+    role = serializers.ChoiceField(choices=StorageRole.choices)
+    state = serializers.ChoiceField(choices=StorageState.choices)
+    created_at = serializers.DateTimeField()
+    released_at = serializers.DateTimeField(allow_null=True)
+
+
 class AttemptSerializer(serializers.ModelSerializer):
     """One execution of a task, with its phases, failure class and retry suggestion."""
 
@@ -84,6 +100,7 @@ class AttemptSerializer(serializers.ModelSerializer):
     phases = PhaseSerializer(many=True, read_only=True)
     suggestion = SuggestionSerializer(read_only=True, allow_null=True)
     debug_hold = DebugHoldSerializer(read_only=True, allow_null=True)
+    storage = StorageReferenceSerializer(many=True, read_only=True, help_text="The data references it used.")
 
     class Meta:
         model = Attempt
@@ -113,6 +130,7 @@ class AttemptSerializer(serializers.ModelSerializer):
             "phases",
             "suggestion",
             "debug_hold",
+            "storage",
         ]
         read_only_fields = fields
 

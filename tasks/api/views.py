@@ -20,6 +20,7 @@ from cloudpivot.exceptions import RequestTooLarge
 from cloudpivot.pagination import NewestFirst
 from cloudpivot.parsers import BoundedJSONParser, YAMLParser
 from clusters.api.fit import DRY_RUN, FitVerdictSerializer, dry_run
+from results.selectors import storage_of_attempts
 from tasks import list_json, selectors, services
 from tasks.api.serializers import (
     AttemptCompareSerializer,
@@ -243,6 +244,9 @@ class TaskViewSet(AuditedInView, viewsets.ReadOnlyModelViewSet):
         """Every attempt with its phases, failure class and retry suggestion."""
         task = self.get_object()
         attempts = attempts_annotated(task, list(task.attempts.order_by("number")))
+        storage = storage_of_attempts(attempts=attempts) if any(a.spec.get("data") for a in attempts) else {}
+        for attempt in attempts:
+            attempt.storage = storage.get(attempt.pk, [])
         return Response(
             {
                 "attempts": AttemptSerializer(attempts, many=True).data,

@@ -35,6 +35,7 @@ from tasks.services.lifecycle import (
 from tasks.services.logs import log_copy_from_cloud
 from tasks.services.secret_delivery import task_secret_refs, task_secrets
 from tasks.services.start_claim import start_claim_held
+from tasks.services.storage_record import storage_begin, storage_end
 
 logger = logging.getLogger(__name__)
 # Attempt.number and Task.attempts_count are smallints: attempt 32,768 cannot be stored anywhere.
@@ -183,6 +184,7 @@ def attempt_start(*, attempt_id: int) -> str:
         if attempt.is_closed:
             _remove_late_start(attempt)
             return f"{attempt}: closed while it started; stopping it"
+        storage_begin(attempt)  # the references it borrows or creates (docs/data.md), recorded once
         if task.state == TaskState.SUBMITTING and attempt.number == task.attempts_count:
             verb = "adopted" if ref.adopted else "created"
             task_transition(
@@ -318,6 +320,7 @@ def attempt_close(
     if ended == AttemptState.FINISHED:  # a lost or interrupted execution left nothing to get into
         debug_hold_begin(task=task, attempt=attempt, outcome=outcome, now=now, data=data)
     attempt_transition(attempt=attempt, to=ended)
+    storage_end(attempt, task)  # what it borrowed is released, what it created kept or left for removal
     task.exit_code = attempt.exit_code
     changed: dict[str, Any] = {"exit_code": attempt.exit_code}  # written with the transition: one UPDATE
     extra = {"attempt": attempt.number, "exit_code": attempt.exit_code, **(data or {})}

@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from cloudpivot import realtime
 from cloudpivot.rows import objects_insert
+from clusters.data_refs import data_env
 from clusters.egress import NONE, task_egress
 from tasks.choices import AttemptState, StopReason, TaskState
 from tasks.models import Attempt, Task, TaskEvent
@@ -30,6 +31,7 @@ from tasks.services.lifecycle import (
     task_transition,
 )
 from tasks.services.secret_delivery import assignment_secrets, report_mask
+from tasks.services.storage_record import storage_begin
 from tasks.stop_grace import stop_grace_seconds
 
 EVENT_TYPES = {"started", "progress", "result", "exited", "lost", "outputs"}
@@ -52,6 +54,7 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
     """What the Runner should run; it also tells a restarted Runner where the server stands."""
     _refuse_if_closed(attempt)
     _mark_contact(attempt)
+    storage_begin(attempt)  # the references it borrows or creates, recorded once
     spec = attempt.task.normalized
     secrets = assignment_secrets(attempt.task)  # project secrets: for the execution only, never stored
     return {
@@ -59,7 +62,8 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
         "attempt": attempt.external_name,
         "attempt_number": attempt.number,
         "argv": spec["command"],
-        "env": (spec.get("env") or {}) | secrets.pop("secret_env", {}),
+        # docs/data.md: where the program finds its data references (CLOUDPIVOT_DATA_<N>, CLOUDPIVOT_DATA_<NAME>)
+        "env": (spec.get("env") or {}) | data_env(spec) | secrets.pop("secret_env", {}),
         **secrets,
         "workdir": spec.get("workdir"),
         "timeout_seconds": attempt.task.timeout_seconds,

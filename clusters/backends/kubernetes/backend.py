@@ -28,6 +28,7 @@ from clusters.backends.kubernetes.labels import LABEL_ATTEMPT, describe_labels, 
 from clusters.backends.kubernetes.manifest import job_manifest, resources_with_defaults
 from clusters.backends.kubernetes.observation import PodView, container_started, newest_pod, observe_attempt
 from clusters.backends.kubernetes.placement import placement_errors
+from clusters.data_refs import PVC, pvc_volumes
 from clusters.models import CloudConnection
 
 KUBEVIRT_GROUP = "kubevirt.io"
@@ -48,6 +49,7 @@ class KubernetesBackend(ExecutionBackend):
     }
     image_choices = "recent"  # any registry reference: the user's recent images are offered, not a list
     egress_closes = frozenset({"none", "list"})  # a NetworkPolicy per Job's pods (egress_policy.py)
+    data_kinds = frozenset({PVC})  # mounted as `volumes` are (clusters.data_refs.pvc_volumes)
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
@@ -82,6 +84,10 @@ class KubernetesBackend(ExecutionBackend):
                     "write them to a volume (a PVC) instead",
                 }
             )
+        paths = [volume["mount_path"] for _field, volume in pvc_volumes(spec)]
+        twice = sorted({path for path in paths if paths.count(path) > 1})
+        if twice:
+            errors.append({"field": "data", "message": f"mounted twice (in volumes and data): {', '.join(twice)}"})
         return errors + placement_errors(spec, self.options, cloud=self.connection.cloud_id)
 
     def task_defaults(self) -> dict[str, Any]:
@@ -99,7 +105,7 @@ class KubernetesBackend(ExecutionBackend):
 
     def access_errors(self, spec: dict[str, Any], *, project_id: int, project: str) -> list[dict[str, str]]:
         """The claims the project's task may not mount (claims.py): one read per claim it names."""
-        return claim_errors(self.client, spec.get("volumes") or [], project=project)
+        return claim_errors(self.client, pvc_volumes(spec), project=project)
 
     def ensure_started(self, attempt: AttemptRef) -> ExternalRef:
         name = attempt.external_name
@@ -253,7 +259,7 @@ class KubernetesBackend(ExecutionBackend):
     def _check_claims_still_allowed(self, attempt: AttemptRef) -> None:
         """Each start (a retry may come much later) mounts only claims the project may still use: the
         cluster's admin may have taken an annotation back, or a claim may have been replaced since submission."""
-        volumes = attempt.spec.get("volumes") or []
+        volumes = pvc_volumes(attempt.spec)
         errors = claim_errors(self.client, volumes, project=attempt.spec.get("project") or "") if volumes else []
         if errors:
             raise BackendError(f"{errors[0]['field']}: {errors[0]['message']}", kind="invalid_spec")

@@ -52,14 +52,16 @@ def instance_disk(client: KubeClient, pvc: dict[str, Any]) -> bool:
     return False
 
 
-def claim_errors(client: KubeClient, volumes: list[dict[str, Any]], *, project: str) -> list[dict[str, str]]:
-    """Field errors (`volumes.N.claim`) for the claims project `project`'s task may not mount; one read per claim."""
+def claim_errors(
+    client: KubeClient, volumes: list[tuple[str, dict[str, Any]]], *, project: str
+) -> list[dict[str, str]]:
+    """Field errors (`volumes.N.claim`, `data.N.ref`: clusters.data_refs.pvc_volumes) for the claims project
+    `project`'s task may not mount; one read per claim."""
     errors = []
-    for index, volume in enumerate(volumes):
-        name = volume["claim"]
-        message = claim_refusal(client, name, project=project)
+    for field, volume in volumes:
+        message = claim_refusal(client, volume["claim"], project=project)
         if message:
-            errors.append({"field": f"volumes.{index}.claim", "message": message})
+            errors.append({"field": field, "message": message})
     return errors
 
 

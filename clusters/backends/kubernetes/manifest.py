@@ -13,6 +13,7 @@ from clusters.backends.base import AttemptRef
 from clusters.backends.kubernetes.hold import with_debug_hold
 from clusters.backends.kubernetes.labels import CONTAINER, LABEL_ATTEMPT, LABEL_INSTALLATION, LABEL_TASK, label_value
 from clusters.backends.kubernetes.task_secrets import secret_env, secret_mounts
+from clusters.data_refs import data_env, pvc_volumes
 
 
 def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, options: dict[str, Any]) -> dict:
@@ -27,12 +28,13 @@ def job_manifest(attempt: AttemptRef, *, namespace: str, installation: str, opti
         "name": CONTAINER,
         "image": spec["image"],
         "command": list(spec["command"]),
-        "env": [{"name": key, "value": value} for key, value in (spec.get("env") or {}).items()] + secret_env(attempt),
+        "env": [{"name": key, "value": value} for key, value in ((spec.get("env") or {}) | data_env(spec)).items()]
+        + secret_env(attempt),
         "resources": _resources(resources_with_defaults(spec.get("resources") or {}, options)),
     }
     if spec.get("workdir"):
         container["workingDir"] = spec["workdir"]
-    volumes = spec.get("volumes") or []
+    volumes = [volume for _field, volume in pvc_volumes(spec)]  # `volumes` and `data` of kind pvc, one path
     secret_volume_mounts, secret_volumes = secret_mounts(attempt)
     if volumes or secret_volumes:
         container["volumeMounts"] = [
