@@ -126,7 +126,8 @@ def template_summary(task_set: TaskSet) -> list[tuple[str, str]]:
     if task_set.count is not None:
         rows.append(("Elements", f"count {task_set.count}"))
     else:
-        names = sorted({name for item in (task_set.items or [])[:100] if isinstance(item, dict) for name in item})
-        rows.append(("Elements", f"{task_set.total} parameter rows ({', '.join(names)})"))
+        first = TaskSet.objects.filter(pk=task_set.pk).values_list("items__0", flat=True).first()  # not all items
+        names = ", ".join(sorted(first)) if isinstance(first, dict) else ""
+        rows.append(("Elements", f"{task_set.total} parameter rows ({names})" if names else f"{task_set.total} rows"))
     rows.append(("At most running", str(task_set.max_running) if task_set.max_running else "no limit of its own"))
     return rows

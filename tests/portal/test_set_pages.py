@@ -208,3 +208,9 @@ def test_sets_in_the_list_the_dashboard_and_the_task_list(api, pages, world):
     assert f'data-set-row="{set_id}"' in home and "My task sets" in home
     tasks = pages("bob").get("/tasks/").content.decode()
     assert f'data-set-mark="{set_id}"' in tasks and "element 1" in tasks
+
+
+def test_the_template_summary_names_the_parameters_without_reading_every_item(api, pages, world):
+    body = {"template": template(name="lr-{{lr}}"), "items": [{"lr": 0.1, "seed": 1}, {"lr": 0.2, "seed": 2}]}
+    _, content = page_of(api, pages, "bob", body)
+    assert "2 parameter rows (lr, seed)" in content and "lr-{{lr}}" in content
