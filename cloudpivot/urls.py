@@ -34,6 +34,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("", include("tasks.urls")),
+    path("", include("tasksets.urls")),
     path("clouds/", include("clusters.urls")),
     path("", include("resources.urls")),
     path("", include("notifications.urls")),

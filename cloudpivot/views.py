@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 
 from cloudpivot.quota_bars import quota_cards, usage_cards
 from tasks.portal import connections_with_load, dashboard_tasks
+from tasksets.portal import recent_sets
 
 
 @login_required
@@ -23,4 +24,5 @@ def home(request: HttpRequest) -> HttpResponse:
     context["no_project"] = not request.user.is_superuser and not request.user.memberships.exists()
     context["quotas"] = quota_cards(user=request.user)
     context["usage"] = usage_cards(user=request.user)  # the user's projects with no limit: their use all the same
+    context["sets"] = recent_sets(user=request.user)  # my newest task sets with their progress
     return render(request, "home.html", context)

@@ -33,6 +33,8 @@ from tasks.models import Task
 from tasks.services.debug_hold import debug_hold_release
 from tasks.services.fit import task_fit
 from tasks.submit_choices import SubmitChoices, fit_choices, submit_choices
+from tasksets.forms import SetForm
+from tasksets.views import set_from_form
 
 PAGE_SIZE = 25
 SORTS = {
@@ -73,6 +75,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
     filterset = TaskFilterSet(request.GET, queryset=selectors.tasks_visible_to(user=request.user))
     sort, ordering = _order(request.GET.get("sort", "-created"))
     tasks = filterset.qs.order_by(*ordering) if filterset.is_valid() else Task.objects.none()
+    tasks = tasks.select_related("set_element")  # the "set #… · element N" mark, in the same query
     page = Paginator(tasks, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "page": page,
@@ -287,11 +290,23 @@ def task_create(request: HttpRequest) -> HttpResponse:
     projects = {p.slug: p for p in portal.submit_projects(user=request.user)}
     options = {"clouds": clouds, "projects": list(projects)}
     mode = request.POST.get("mode") or request.GET.get("mode") or "form"
+    set_form = SetForm(request.POST or None, request.FILES or None, prefix="set")
     if request.method == "POST" and "refresh" in request.POST:
         form = TaskSubmitForm(request.POST, prefix="form", choices=_choices(request, projects), **options).unchecked()
         raw = TaskDocumentForm(prefix="raw", initial=_raw_initial(clouds))
         context = {"form": form, "raw": raw, "mode": "form", "clouds": clouds, "projects": list(projects)}
-        return render(request, "tasks/task_form.html", context)
+        return render(request, "tasks/task_form.html", context | {"set_form": set_form.unchecked()})
+    if request.method == "POST" and mode != "raw" and set_form.wanted():  # "Run as a set": tasksets' own step
+        form = TaskSubmitForm(request.POST, prefix="form", choices=_choices(request, projects), **options)
+        outcome = set_from_form(request, form, set_form, preview="preview" in request.POST)
+        if outcome.task_set is not None:
+            messages.success(request, f"Task set {outcome.task_set.short_id} submitted.")
+            return redirect("tasksets:set_detail", set_id=outcome.task_set.pk)
+        form.describe_errors()
+        raw = TaskDocumentForm(prefix="raw", initial=_raw_initial(clouds))
+        context = {"form": form, "raw": raw, "mode": "form", "clouds": clouds, "projects": list(projects)}
+        context |= {"set_form": set_form, "preview": outcome.preview}
+        return render(request, "tasks/task_form.html", context, status=outcome.status)
     if request.method == "POST":
         if mode == "raw":
             bound = TaskDocumentForm(request.POST, prefix="raw")
@@ -310,6 +325,7 @@ def task_create(request: HttpRequest) -> HttpResponse:
         form, raw, mode = _initial_forms(request, options, projects)
         status = 200
     context = {"form": form, "raw": raw, "mode": mode, "clouds": clouds, "projects": list(projects)}
+    context["set_form"] = set_form.unchecked() if set_form.is_bound else set_form
     return render(request, "tasks/task_form.html", context, status=status)
 
 

@@ -24,7 +24,7 @@ ACTIONS: dict[str, str] = {
     "tasks-api:task-cancel": OWNER_OR_ADMIN,
     "tasks-api:task-retry": OWNER_OR_ADMIN,
     "tasks-api:task-release-hold": OWNER_OR_ADMIN,
-    "tasks:task_create": SUBMITTER,
+    "tasks:task_create": f"{SUBMITTER} (a task, or a set with Run as a set)",
     "tasks:task_fit": f"{SUBMITTER} (the form's verdict; changes nothing)",
     "tasks:task_cancel": OWNER_OR_ADMIN,
     "tasks:task_retry": OWNER_OR_ADMIN,
@@ -36,6 +36,8 @@ ACTIONS: dict[str, str] = {
     "tasksets-api:task-set-list": f"{SUBMITTER} (submit a set)",
     "tasksets-api:task-set-cancel": "the set's owner or an admin of its project",
     "tasksets-api:task-set-retry-failed": "the set's owner or an admin of its project",
+    "tasksets:set_cancel": "the set's owner or an admin of its project",
+    "tasksets:set_retry_failed": "the set's owner or an admin of its project",
     # clouds
     "clusters:cloud_check": "staff (the cloud page's Check now)",
     "clusters:connection-delete": "staff, deleting a connection in the admin",

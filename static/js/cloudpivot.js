@@ -314,6 +314,29 @@
     );
   }
 
+  // ------------------------------------------------------------------ set page
+  // A set's elements are tasks of its project: the dashboard stream tells of each change, which redraws its
+  // badge and asks htmx for the set's panels (progress and elements) again.
+  function initSet(root) {
+    var since = root.dataset.since;
+    var project = root.dataset.project;
+    var refresh = debounce(function () {
+      if (window.htmx) window.htmx.trigger(document.body, "cp-set-changed");
+    }, 300);
+    liveSocket(
+      "/ws/dashboard/",
+      function () {
+        return { since: since };
+      },
+      function (message) {
+        if (message.type !== "task") return;
+        if (message.since) since = message.since;
+        updateBadges(message.task_id, message);
+        if (message.project === project) refresh();
+      }
+    );
+  }
+
   // ------------------------------------------------------------------ small helpers
   function formatBytes(n) {
     if (n < 1024) return n + " bytes";
@@ -415,6 +438,8 @@
     if (task && "WebSocket" in window) initTask(task);
     var dashboard = document.querySelector("[data-live-dashboard]");
     if (dashboard && "WebSocket" in window) initDashboard(dashboard);
+    var taskSet = document.querySelector("[data-live-set]");
+    if (taskSet && "WebSocket" in window) initSet(taskSet);
     document.querySelectorAll("[data-tabs]").forEach(initTabs);
   });
 })();
