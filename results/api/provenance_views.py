@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -47,14 +47,7 @@ class TaskProvenanceApi(APIView):
     """The signed provenance bundle of a task's ended attempt (default: the latest). 409 `not_finished` while the
     attempt runs."""
 
-    @extend_schema(
-        parameters=[OutputsQuerySerializer],
-        responses={
-            200: ProvenanceSerializer,
-            404: OpenApiResponse(description="No such task or attempt."),
-            409: OpenApiResponse(description="The attempt has not ended yet (`not_finished`)."),
-        },
-    )
+    @extend_schema(parameters=[OutputsQuerySerializer], responses={200: ProvenanceSerializer})
     def get(self, request: Request, task_id: str) -> Response:
         params = OutputsQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)

@@ -157,3 +157,13 @@ def test_the_key_is_made_once_private_and_the_same_for_racing_processes(key_file
     assert [p.name for p in key_file.parent.iterdir()] == [key_file.name]  # no temporary files left
     first = provenance_key.public_key()
     assert provenance_key.public_key() == first and key_file.read_bytes() == found[0]
+
+
+def test_the_task_page_links_an_ended_attempts_bundle_which_the_session_downloads(pages, world, key_file):
+    attempt = finished_attempt(world.bob, key_file.parent.parent / "results")
+    html = pages("bob").get(f"/tasks/{attempt.task_id}/").content.decode()
+    link = f"/api/v1/tasks/{attempt.task_id}/provenance?attempt=1"
+    assert f'href="{link}"' in html and 'data-provenance="1"' in html
+    response = pages("bob").get(link)  # the page's session is enough
+    assert response.status_code == 200 and response.json()["bundle"]["attempt"]["number"] == 1
+    assert pages("charlie").get(link).status_code == 404
