@@ -231,6 +231,7 @@ def test_completion_scripts_for_bash_zsh_and_fish(cli):
         "retry",
         "release-hold",
         "outputs",
+        "provenance",
         "--help",
     ]
     assert complete("task", "") == tasks
