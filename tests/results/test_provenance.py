@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import platform
 import stat
 import threading
 
@@ -22,6 +23,7 @@ from tasks.models import Attempt
 from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
+from tests import helpers
 from tests.builders import hello_spec, v1_runner_client
 
 HOST = {"agent_version": "2.0", "kernel": "6.1.0-test", "cpu_model": "Test CPU @ 3 GHz", "boot_id": "b" * 36}
@@ -167,3 +169,24 @@ def test_the_task_page_links_an_ended_attempts_bundle_which_the_session_download
     response = pages("bob").get(link)  # the page's session is enough
     assert response.status_code == 200 and response.json()["bundle"]["attempt"]["number"] == 1
     assert pages("charlie").get(link).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_local_task_through_the_host_agent_has_this_hosts_facts_and_a_valid_signature(live, world):
+    code = "open('result.csv', 'w').write('x,y\\n')"
+    task, _ = task_submit(
+        user=world.bob, document=hello_spec(command=["python3", "-c", code], outputs=[{"path": "result.csv"}])
+    )
+    task = helpers.drive(task, until={"SUCCEEDED", "FAILED", "UNKNOWN"})
+    assert task.state == "SUCCEEDED", task.state_reason
+    document = helpers.api_call(live.url, "GET", f"/api/v1/tasks/{task.pk}/provenance", world.tokens["bob"])
+    bundle = document["bundle"]
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        boot_id = handle.read().strip()
+    assert bundle["execution"]["host"]["kernel"] == platform.release()
+    assert bundle["execution"]["host"]["boot_id"] == boot_id and bundle["execution"]["host"]["cpu_model"]
+    assert bundle["execution"]["runner"]["name"] == "cloudpivot-agent" and bundle["execution"]["runner"]["version"]
+    assert bundle["attempt"]["exit_code"] == 0 and bundle["attempt"]["started_at"] and bundle["attempt"]["ended_at"]
+    assert bundle["outputs"]["files"][0]["sha256"] == hashlib.sha256(b"x,y\n").hexdigest()
+    served = helpers.api_call(live.url, "GET", "/api/v1/provenance/key", "")
+    assert verifies(document, served["public_key_pem"])
