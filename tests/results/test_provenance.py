@@ -16,10 +16,15 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from django.db import transaction
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from clusters.backends.base import AttemptRef
+from clusters.backends.kubernetes.labels import CONTAINER
+from clusters.backends.kubernetes.observation import observe_attempt
 from results import provenance_key
-from tasks.models import Attempt
+from results.provenance import provenance_bundle
+from tasks.models import Attempt, TaskEvent
 from tasks.services.attempts import attempt_create
 from tasks.services.lifecycle import task_lock
 from tasks.services.submission import task_submit
@@ -190,3 +195,36 @@ def test_a_real_local_task_through_the_host_agent_has_this_hosts_facts_and_a_val
     assert bundle["outputs"]["files"][0]["sha256"] == hashlib.sha256(b"x,y\n").hexdigest()
     served = helpers.api_call(live.url, "GET", "/api/v1/provenance/key", "")
     assert verifies(document, served["public_key_pem"])
+
+
+def test_the_pods_image_id_is_observed_and_becomes_the_bundles_digest(world, key_file):
+    pod = {
+        "metadata": {"name": "cp-x-1-abcde", "creationTimestamp": "2026-11-30T12:00:00Z"},
+        "spec": {"nodeName": "node-7", "containers": [{"name": CONTAINER, "image": "python:3.12"}]},
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": CONTAINER,
+                    "imageID": "docker.io/library/python@sha256:" + "c" * 64,
+                    "state": {"terminated": {"exitCode": 0}},
+                }
+            ],
+        },
+    }
+    job = {"metadata": {"uid": "u1"}, "status": {"succeeded": 1}}
+    ref = AttemptRef(task_id="t", attempt_id=1, number=1, external_name="cp-x-1", external_ref="u1", spec={})
+    seen = observe_attempt(ref, job, pod, timezone.now(), namespace="tasks", image_pull_grace=60)
+    assert seen.evidence["image_id"] == "docker.io/library/python@sha256:" + "c" * 64
+
+    attempt = finished_attempt(world.bob, key_file.parent.parent / "results")
+    task = attempt.task
+    TaskEvent.objects.create(
+        task=task, seq=task.last_event_seq + 1, type="observed", data={"attempt": 1, **seen.evidence}
+    )
+    task.backend = "kubernetes"  # as if it had run there: the bundle reads the image from the attempt's events
+    task.normalized = task.normalized | {"image": "python:3.12"}
+    bundle = provenance_bundle(task, attempt)
+    assert bundle["image"]["reference"] == "python:3.12"
+    assert bundle["image"]["digest"] == "docker.io/library/python@sha256:" + "c" * 64
+    assert bundle["execution"]["node"] == "node-7"
