@@ -163,6 +163,7 @@ WRITE_ERRORS: list[tuple[str, str, tuple[int, ...]]] = [
     ("(PUT|DELETE)", r"^/api/v1/projects/\{slug\}/secrets/\{name\}/$", (403,)),
     ("GET", r"^/api/v1/clouds/\{cloud_id\}/(resources/\{kind\}|metrics)/$", (403, 502, 503)),
     ("GET", r"^/api/v1/clouds/\{cloud_id\}/capabilities/$", (502, 503)),
+    ("GET", r"^/api/v1/tasks/\{task_id\}/provenance$", (409,)),
 ]
 
 
@@ -184,6 +185,8 @@ def error_responses(*statuses: int) -> dict[str, Any]:
 
 def _statuses_for(method: str, path: str, operation: dict[str, Any]) -> list[int]:
     found = {401, 429, 503}  # 503: the database away (cloudpivot/unavailable.py); 429: the token's rate
+    if not operation.get("security"):
+        found -= {401, 429}  # an operation without authentication (the provenance key): no token to refuse or count
     if method != "GET":
         found.add(507)  # the database's disk full (cloudpivot/unavailable.py), on every write
     if "{" in path:

@@ -92,8 +92,18 @@ def optional_text() -> serializers.CharField:
     return serializers.CharField(required=False, allow_blank=True, default="", max_length=MAX_TEXT)
 
 
+class HostFactsSerializer(serializers.Serializer):
+    """What the host agent says about its host when a program starts, for the provenance bundle (docs/data.md)."""
+
+    agent_version = serializers.CharField(required=False, allow_blank=True, default="", max_length=32)
+    kernel = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    cpu_model = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    boot_id = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+
+
 class StartedDataSerializer(serializers.Serializer):
     pid = optional_int(low=0, high=MAX_INT)
+    host = HostFactsSerializer(required=False, allow_null=True, default=None)
 
 
 class ProgressDataSerializer(serializers.Serializer):

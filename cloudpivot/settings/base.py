@@ -385,6 +385,9 @@ RESULTS_LINK_SECONDS = env.int("CLOUDPIVOT_RESULTS_LINK_SECONDS", default=3600)
 # An object store's upload URL (Swift) is signed for the task's time limit plus this long: the time its host
 # program has to upload the outputs once the program ended, retrying through an outage of the store.
 RESULTS_UPLOAD_SECONDS = env.int("CLOUDPIVOT_RESULTS_UPLOAD_SECONDS", default=6 * 3600)
+# The installation's Ed25519 key that signs provenance bundles (docs/data.md, "Provenance"): made on first use,
+# mode 0600; its public half is served at /api/v1/provenance/key.
+PROVENANCE_KEY_FILE = Path(env.str("CLOUDPIVOT_PROVENANCE_KEY_FILE", default=str(VAR_DIR / "provenance-ed25519.pem")))
 # Cloud connections read credential and CA files only under this directory (docs/security.md).
 CREDENTIALS_DIR = Path(env.str("CLOUDPIVOT_CREDENTIALS_DIR", default=str(VAR_DIR / "credentials")))
 # The URL Runners use to reach this server; for the local backend, this host.

@@ -166,7 +166,7 @@ class Attempt:
         self.state = "running"
         self.program = read_json(self.path("program.json"))
         self.agent.hold_until = time.monotonic() + START_HOLD_SECONDS
-        self.add_event("started", "started", {"pid": (self.program or {}).get("pid", pid)})
+        self.add_event("started", "started", common.started_data((self.program or {}).get("pid", pid), VERSION))
 
     def reattach(self) -> None:
         """After an agent restart: follow a live supervisor, report an ended program, never start twice."""
@@ -176,7 +176,7 @@ class Attempt:
             self.start()  # the agent died before the fork: nothing ran, so starting now is the first start
         elif lock_held(self.path("supervisor.lock")):
             self.state = "running"
-            self.add_event("started", "started", {"pid": (self.program or {}).get("pid")})
+            self.add_event("started", "started", common.started_data((self.program or {}).get("pid"), VERSION))
             log("re-attached to %s (program pid %s)" % (self.name, (self.program or {}).get("pid")))
         else:
             self.ended()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import platform
 import signal
 import ssl
 import time
@@ -140,6 +141,30 @@ def read_boot_id() -> str:
             return handle.read().strip()
     except OSError:
         return ""
+
+
+_HOST_FACTS = {}
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (x86: "model name"; some ARM kernels: "Model"), else the machine."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return value.strip()[:200]
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def started_data(pid, version: str) -> dict:
+    """A `started` event's data: the program's pid and the host's facts, for the attempt's provenance bundle."""
+    if not _HOST_FACTS:
+        _HOST_FACTS.update(kernel=platform.release()[:200], cpu_model=cpu_model())
+    facts = dict(_HOST_FACTS, agent_version=version, boot_id=read_boot_id())
+    return {"pid": pid, "host": facts}
 
 
 # --------------------------------------------------------------------------- the program

@@ -343,7 +343,9 @@ def _finish(
                 lost=True,
             )
             return 1
-        where = {"pod": observation.evidence["pod"]} if observation and observation.evidence.get("pod") else None
+        # Where it ran, and the image digest the cloud saw run (the attempt's provenance: results/provenance.py).
+        seen = observation.evidence if observation else {}
+        where = {key: seen[key] for key in ("pod", "node", "image_id") if seen.get(key)} or None
         attempt_close(
             task=task,
             attempt=attempt,

@@ -205,7 +205,8 @@ def _apply(task: Task, attempt: Attempt, event: dict[str, Any]) -> None:
                 task=task,
                 to=TaskState.RUNNING,
                 reason=f"the program started (pid {data.get('pid')})",
-                data={"attempt": attempt.number},
+                # The host's facts as the agent reported them: the attempt's provenance (results/provenance.py).
+                data={"attempt": attempt.number} | ({"host": dict(data["host"])} if data.get("host") else {}),
             )
     elif kind == "progress":
         _progress_save(task, list(filter(None, [runner_progress_event(task, attempt, event)])))

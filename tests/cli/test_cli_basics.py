@@ -55,7 +55,7 @@ def test_every_command_has_help_with_examples_and_docs_list_every_exit_status(cl
     assert "examples:" in cli("instance", "snapshot", "--help").stdout  # and as the command prints it
     statuses = [line.split()[0] for line in cli("--help").stdout.split("exit status:")[1].splitlines() if line.strip()]
     docs = (helpers.BASE_DIR / "docs" / "cli.md").read_text()
-    assert len(statuses) == 16 and all(f"| {status} |" in docs for status in statuses), statuses
+    assert len(statuses) == 17 and all(f"| {status} |" in docs for status in statuses), statuses
 
 
 def test_without_a_login_the_command_says_what_to_run(cli):
@@ -231,6 +231,7 @@ def test_completion_scripts_for_bash_zsh_and_fish(cli):
         "retry",
         "release-hold",
         "outputs",
+        "provenance",
         "--help",
     ]
     assert complete("task", "") == tasks

@@ -1,7 +1,7 @@
 """The README's commands from a fresh checkout: `pip install ./cli` into a new virtualenv, then the example.
 
 The other CLI tests run the development install (requirements/dev.txt, editable); this one proves the package
-installs on its own (its pyproject, its two dependencies, nothing from the server) and that the command it
+installs on its own (its pyproject, its three dependencies, nothing from the server) and that the command it
 installs does what the issue's "Done when" asks: `task submit -f spec.yaml --wait` on a task that exits 3
 exits 3, and `task logs -f` shows a live task's lines as they come. pip uses whatever index the machine is
 configured with (PyPI, or a local mirror / wheel directory through pip.conf).

@@ -21,6 +21,7 @@ UNAVAILABLE = 88  # the server did not answer (after retrying) or answered 5xx/4
 NOT_SUPPORTED = 89  # the server has no endpoint for this command
 SET_INCOMPLETE = 90  # with `set submit --wait`: the set finished, but not every element SUCCEEDED
 OUTPUT_MISMATCH = 91  # with `task outputs --download`: an output could not be fetched or did not match its SHA-256
+PROVENANCE_INVALID = 92  # `provenance verify`, `task provenance --verify`: the signature does not verify
 
 TABLE = [
     (OK, "success; with --wait: the task SUCCEEDED"),
@@ -39,6 +40,7 @@ TABLE = [
     (NOT_SUPPORTED, "the server has no API for this command (e.g. `cloud check`)"),
     (SET_INCOMPLETE, "with `set submit --wait`: the set finished but some element did not succeed (81: cancelled)"),
     (OUTPUT_MISMATCH, "with `task outputs --download`: an output could not be fetched or its SHA-256 did not match"),
+    (PROVENANCE_INVALID, "`provenance verify`, `task provenance --verify`: the bundle's signature does not verify"),
 ]
 
 STATUS_CODES = {400: REFUSED, 413: REFUSED, 422: REFUSED, 401: AUTH, 403: AUTH, 404: NOT_FOUND, 409: CONFLICT}

@@ -7,7 +7,7 @@ import sys
 
 from cloudpivot_cli import __version__, exitcodes
 from cloudpivot_cli.client import ApiError
-from cloudpivot_cli.commands import clouds, contexts, events, instances, sets, tasks, tokens
+from cloudpivot_cli.commands import clouds, contexts, events, instances, provenance, sets, tasks, tokens
 from cloudpivot_cli.completion import register as register_completion
 from cloudpivot_cli.config import ConfigError
 from cloudpivot_cli.parsing import UsageError, add_group
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     clouds.register(add_group(commands, "cloud", "the clouds you may use", clouds.EXAMPLES))
     tokens.register(add_group(commands, "token", "your API tokens", tokens.EXAMPLES))
     events.register(commands)
+    provenance.register(commands)
     register_completion(commands, parser)
     return parser
 

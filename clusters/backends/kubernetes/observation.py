@@ -63,6 +63,8 @@ def observe_attempt(
     evidence: dict[str, Any] = {"job": name}
     if pod is not None:
         evidence |= {"pod": pod["metadata"]["name"], "node": (pod.get("spec") or {}).get("nodeName")}
+        if image_id := container_status(pod).get("imageID"):  # the digest that ran (the provenance bundle)
+            evidence["image_id"] = image_id
         scheduled_at = _scheduled_at(pod, now)
         if scheduled_at:
             evidence["scheduled_at"] = scheduled_at

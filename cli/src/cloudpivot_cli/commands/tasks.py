@@ -1,4 +1,4 @@
-"""`cloudpivot task …`: submit, list, get, describe, logs, events, cancel, retry, outputs."""
+"""`cloudpivot task …`: submit, list, get, describe, logs, events, cancel, retry, outputs, provenance."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from cloudpivot_cli import exitcodes, follow, output, specs
 from cloudpivot_cli.client import body_of
 from cloudpivot_cli.commands import outputs as task_outputs
+from cloudpivot_cli.commands import provenance as task_provenance
 from cloudpivot_cli.output import age, field
 from cloudpivot_cli.parsing import add_command, add_output, connect, new_key
 
@@ -32,6 +33,7 @@ EXAMPLES = """\
   cloudpivot task logs -f ID
   cloudpivot task describe ID
   cloudpivot task outputs ID --download results/
+  cloudpivot task provenance ID -o provenance.json --verify
 """
 
 COLUMNS = [
@@ -304,3 +306,4 @@ def register(commands) -> None:
     )
     p.add_argument("id", metavar="ID")
     task_outputs.register(commands)
+    task_provenance.register_task(commands)
