@@ -55,6 +55,10 @@ bench-ingest: $(VENV)/.dev-installed
 bench-overload: $(VENV)/.dev-installed
 	$(BENCH_ONE) tests/bench/bench_overload.py $(BENCH_ARGS)
 
+## bench-outputs: declared outputs to Swift beside `swift upload` (1 GB, 1,000 × 10 KB; the dev OpenStack up)
+bench-outputs: $(VENV)/.dev-installed
+	$(BENCH_ONE) tests/bench/bench_outputs.py $(BENCH_ARGS)
+
 ## bench-task-list: GET /api/v1/tasks with 100,000 tasks in the database
 bench-task-list: $(VENV)/.dev-installed
 	$(BENCH_ONE) tests/bench/bench_task_list.py $(BENCH_ARGS)

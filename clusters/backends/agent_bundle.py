@@ -21,6 +21,7 @@ MODULES = (
     "cloudpivot_boot",
     "cloudpivot_common",
     "cloudpivot_outputs",
+    "cloudpivot_stage",
     "cloudpivot_supervisor",
     "cloudpivot_sync",
     "cloudpivot_upload",

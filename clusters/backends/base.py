@@ -193,6 +193,11 @@ class ExecutionBackend:
         `download_url(name, seconds, filename=)` (a person's temporary link) and `delete_prefix(prefix)`."""
         return None
 
+    def stage_in(self, spec: dict[str, Any], seconds: int) -> list[dict[str, Any]]:
+        """What the host program fetches before the program starts (`object` data), for the assignment; only
+        clouds whose `data_kinds` has `object` are asked (docs/data.md)."""
+        return []
+
     def task_resources(self, spec: dict[str, Any]) -> dict[str, Any]:
         """What the task will hold on this cloud ({cpu, memory_mb, gpu}): its quota footprint, fixed at submission.
 

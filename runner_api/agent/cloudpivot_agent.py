@@ -149,6 +149,7 @@ class Attempt:
             "secret_error": str(assignment.get("secret_error") or ""),
             "outputs": assignment.get("outputs"),  # declared outputs: the supervisor collects them at the end
             "network": assignment.get("network"),  # "none": the program gets a network namespace of its own
+            "stage_in": assignment.get("stage_in"),  # `object` data: fetched before the program starts
         }
         lock = os.open(self.path("supervisor.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)  # from here on, "the program may have started"

@@ -11,13 +11,14 @@ import glob
 import hashlib
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 
 try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
     from cloudpivot_common import read_json
-    from cloudpivot_upload import OutputError, put_file, store_url
+    from cloudpivot_upload import UPLOAD_THREADS, OutputError, put_file, store_url
 except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent.cloudpivot_common import read_json
-    from runner_api.agent.cloudpivot_upload import OutputError, put_file, store_url
+    from runner_api.agent.cloudpivot_upload import UPLOAD_THREADS, OutputError, put_file, store_url
 
 OUTPUT_MAX_FILES = 500  # the manifest must fit one event (256 KiB of JSON)
 OUTPUT_MAX_NAME = 200
@@ -133,6 +134,29 @@ def output_copy(path: str, root: str, destination: str, owner=None):
         os.close(fd)
 
 
+def _kept(name: str, keep):
+    """(file entry, None) once `keep()` stored the file, or (None, missing entry) with the reason."""
+    try:
+        size, sha = keep()
+    except OutputError as exc:
+        return None, {"name": name, "reason": str(exc)}
+    return {"name": name, "bytes": size, "sha256": sha, "ref": name}, None
+
+
+def upload_all(found: list, store: dict, workdir: str, owner=None) -> list:
+    """Upload the files to the object store, UPLOAD_THREADS at a time; results in the order of `found`."""
+
+    def upload(name: str, path: str):
+        fd = _open_checked(path, workdir, owner)
+        try:
+            return put_file(fd, store_url(store, name))
+        finally:
+            os.close(fd)
+
+    with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+        return list(pool.map(lambda item: _kept(item[0], lambda: upload(*item)), found))
+
+
 def collect_outputs(workdir: str, outputs: dict, owner=None) -> dict:
     """Copy the declared outputs to the assignment's store target; return the manifest (the `outputs` event).
 
@@ -147,20 +171,16 @@ def collect_outputs(workdir: str, outputs: dict, owner=None) -> dict:
         why = "this host program cannot write to a %r store" % store.get("kind")
         missing += [{"name": name, "reason": why} for name, _ in found]
         found = []
-    for name, path in found:
-        try:
-            if store.get("kind") == "swift":
-                fd = _open_checked(path, workdir, owner)
-                try:
-                    size, sha = put_file(fd, store_url(store, name))
-                finally:
-                    os.close(fd)
-            else:
-                size, sha = output_copy(path, workdir, os.path.join(str(store.get("path")), name), owner)
-        except OutputError as exc:
-            missing.append({"name": name, "reason": str(exc)})
-            continue
-        files.append({"name": name, "bytes": size, "sha256": sha, "ref": name})
+    if store.get("kind") == "swift":
+        results = upload_all(found, store, workdir, owner)
+    else:
+        results = [
+            _kept(name, lambda n=name, p=path: output_copy(p, workdir, os.path.join(str(store.get("path")), n), owner))
+            for name, path in found
+        ]
+    for kept, lost in results:
+        files += [kept] if kept else []
+        missing += [lost] if lost else []
     reason = ""
     if missing:
         reason = "%d of %d outputs not kept: %s" % (len(missing), len(missing) + len(files), missing[0]["reason"])

@@ -36,9 +36,11 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1  # <linux/sockios.h>, <
 try:  # run as a script or from the zipapp (its sibling modules beside it), or imported as a package module
     import cloudpivot_common as common
     from cloudpivot_outputs import OUTPUTS_FILE, collect_outputs
+    from cloudpivot_stage import StageError, stage_in
 except ImportError:  # pragma: no cover - imported as a package module
     from runner_api.agent import cloudpivot_common as common
     from runner_api.agent.cloudpivot_outputs import OUTPUTS_FILE, collect_outputs
+    from runner_api.agent.cloudpivot_stage import StageError, stage_in
 
 
 def write_json(path: str, value) -> None:
@@ -228,6 +230,9 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
             except OSError:
                 message = "working directory not found: %s" % spec["workdir"]
             else:
+                staged = stage_in(spec.get("stage_in"))  # before the network closes (`network: none`)
+                if staged:
+                    raise StageError(staged)
                 if spec.get("network") == "none":  # before the drop: only root may make a network namespace
                     close_network()
                 if account is not None:
@@ -237,7 +242,7 @@ def exec_program(directory: str, spec: dict, error_w: int) -> None:
                     code, message = 126, problem
                 else:
                     os.execvpe(argv[0], argv, spec["env"])
-    except (RunAsError, NetworkError) as exc:
+    except (RunAsError, NetworkError, StageError) as exc:
         code, message = 126, str(exc)
     except FileNotFoundError:
         code, message = 127, "command not found: %s" % argv[0]

@@ -13,6 +13,7 @@ import http.client
 import os
 import socket
 import ssl
+import threading
 import time
 from urllib.parse import quote, urlsplit
 
@@ -20,6 +21,8 @@ UPLOAD_CHUNK = 1024 * 1024
 UPLOAD_RETRY_SECONDS = 900  # how long one file is retried through an outage of the store
 UPLOAD_TIMEOUT_SECONDS = 60  # one socket operation
 UPLOAD_MAX_BYTES = 5 * 1024**3  # Swift's largest single object (larger needs segments: not yet)
+UPLOAD_THREADS = 8  # files sent at once (many small outputs are bound by round trips, not bytes)
+_local = threading.local()  # each uploading thread keeps one connection open to the store (keep-alive)
 
 
 class OutputError(Exception):
@@ -51,16 +54,31 @@ def put_file(fd: int, url: str, retry_seconds: float = UPLOAD_RETRY_SECONDS):
             delay = min(delay * 2, 30.0)
 
 
+def _connection(parts):
+    """This thread's open connection to the store's host, made at its first use."""
+    key = (parts.scheme, parts.netloc)
+    conn = getattr(_local, "connections", {}).get(key)
+    if conn is None:
+        if parts.scheme == "https":
+            context = ssl.create_default_context()
+            conn = http.client.HTTPSConnection(parts.netloc, timeout=UPLOAD_TIMEOUT_SECONDS, context=context)
+        elif parts.scheme == "http":
+            conn = http.client.HTTPConnection(parts.netloc, timeout=UPLOAD_TIMEOUT_SECONDS)
+        else:
+            raise OutputError("the store's URL is not http(s)")
+        _local.connections = {**getattr(_local, "connections", {}), key: conn}
+    return conn
+
+
+def _drop_connection(parts) -> None:
+    conn = getattr(_local, "connections", {}).pop((parts.scheme, parts.netloc), None)
+    if conn is not None:
+        conn.close()
+
+
 def _put_once(fd: int, url: str, size: int):
     parts = urlsplit(url)
-    if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(
-            parts.netloc, timeout=UPLOAD_TIMEOUT_SECONDS, context=ssl.create_default_context()
-        )
-    elif parts.scheme == "http":
-        conn = http.client.HTTPConnection(parts.netloc, timeout=UPLOAD_TIMEOUT_SECONDS)
-    else:
-        raise OutputError("the store's URL is not http(s)")
+    conn = _connection(parts)
     sha, md5, sent = hashlib.sha256(), hashlib.md5(), 0
     try:
         conn.putrequest("PUT", parts.path + "?" + parts.query, skip_accept_encoding=True)
@@ -71,17 +89,19 @@ def _put_once(fd: int, url: str, size: int):
         while sent < size:
             chunk = os.read(fd, min(UPLOAD_CHUNK, size - sent))
             if not chunk:
+                _drop_connection(parts)  # the request is cut short: the connection cannot be reused
                 raise OutputError("it shrank while it was being uploaded")
             sha.update(chunk)
             md5.update(chunk)
             conn.send(chunk)
             sent += len(chunk)
         response = conn.getresponse()
-        response.read(1024)
+        response.read()
+        if response.will_close:
+            _drop_connection(parts)
     except (OSError, socket.timeout, http.client.HTTPException) as exc:
+        _drop_connection(parts)
         raise _Retry(str(exc) or type(exc).__name__) from None
-    finally:
-        conn.close()
     status = response.status
     if status in (200, 201):
         etag = (response.getheader("Etag") or "").strip('"')

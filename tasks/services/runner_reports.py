@@ -17,7 +17,8 @@ from django.utils.dateparse import parse_datetime
 
 from cloudpivot import realtime
 from cloudpivot.rows import objects_insert
-from clusters.data_refs import data_env
+from clusters.backends import get_backend
+from clusters.data_refs import OBJECT, data_env
 from clusters.egress import NONE, task_egress
 from tasks.choices import AttemptState, StopReason, TaskState
 from tasks.models import Attempt, Task, TaskEvent
@@ -57,24 +58,37 @@ def runner_assignment(*, attempt: Attempt) -> dict[str, Any]:
     storage_begin(attempt)  # the references it borrows or creates, recorded once
     spec = attempt.task.normalized
     secrets = assignment_secrets(attempt.task)  # project secrets: for the execution only, never stored
-    return {
-        "task_id": str(attempt.task_id),
-        "attempt": attempt.external_name,
-        "attempt_number": attempt.number,
-        "argv": spec["command"],
-        # docs/data.md: where the program finds its data references (CLOUDPIVOT_DATA_<N>, CLOUDPIVOT_DATA_<NAME>)
-        "env": (spec.get("env") or {}) | data_env(spec) | secrets.pop("secret_env", {}),
-        **secrets,
-        "workdir": spec.get("workdir"),
-        "timeout_seconds": attempt.task.timeout_seconds,
-        "heartbeat_interval": settings.RUNNER_HEARTBEAT_SECONDS,
-        "stop_grace_seconds": stop_grace_seconds(spec),
-        "stop_requested": attempt.stop_requested_at is not None,
-        "acked_seq": attempt.acked_seq,
-        "log_offsets": {"stdout": attempt.log_stdout_bytes, "stderr": attempt.log_stderr_bytes},
-        # docs/security.md#egress: the host program runs it in a network namespace of its own, or not at all.
-        **({"network": NONE} if task_egress(spec) == NONE else {}),
-    } | _outputs_assignment(attempt, spec)
+    return (
+        {
+            "task_id": str(attempt.task_id),
+            "attempt": attempt.external_name,
+            "attempt_number": attempt.number,
+            "argv": spec["command"],
+            # docs/data.md: where the program finds its data references (CLOUDPIVOT_DATA_<N>, CLOUDPIVOT_DATA_<NAME>)
+            "env": (spec.get("env") or {}) | data_env(spec) | secrets.pop("secret_env", {}),
+            **secrets,
+            "workdir": spec.get("workdir"),
+            "timeout_seconds": attempt.task.timeout_seconds,
+            "heartbeat_interval": settings.RUNNER_HEARTBEAT_SECONDS,
+            "stop_grace_seconds": stop_grace_seconds(spec),
+            "stop_requested": attempt.stop_requested_at is not None,
+            "acked_seq": attempt.acked_seq,
+            "log_offsets": {"stdout": attempt.log_stdout_bytes, "stderr": attempt.log_stderr_bytes},
+            # docs/security.md#egress: the host program runs it in a network namespace of its own, or not at all.
+            **({"network": NONE} if task_egress(spec) == NONE else {}),
+        }
+        | _outputs_assignment(attempt, spec)
+        | _stage_in_assignment(attempt, spec)
+    )
+
+
+def _stage_in_assignment(attempt: Attempt, spec: dict[str, Any]) -> dict[str, Any]:
+    """`object` data references: what the host program fetches before the program starts, signed for the time
+    it may take to start (docs/data.md)."""
+    if not any(ref["kind"] == OBJECT for ref in spec.get("data") or []):
+        return {}
+    seconds = settings.RESULTS_UPLOAD_SECONDS
+    return {"stage_in": get_backend(attempt.task.connection).stage_in(spec, seconds)}
 
 
 def _outputs_assignment(attempt: Attempt, spec: dict[str, Any]) -> dict[str, Any]:

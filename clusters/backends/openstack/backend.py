@@ -35,6 +35,7 @@ from clusters.backends.openstack.client import (
 )
 from clusters.backends.openstack.object_store import SwiftStore
 from clusters.backends.openstack.observation import server_observation, survivor
+from clusters.data_refs import OBJECT
 from clusters.models import CloudConnection
 from clusters.ownership import check_image_for_project
 
@@ -50,6 +51,7 @@ class OpenStackBackend(ExecutionBackend):
     # A VM of the connection's flavor: an image from Glance, CPU and memory up to the flavor's; no GPUs, no claims.
     task_fields = TASK_FIELDS_EVERYWHERE | {"image", "cpu", "memory_mb"}
     image_choices = "inventory"
+    data_kinds = frozenset({OBJECT})  # staged in from the project's Swift by the host program (object_store.py)
 
     def __init__(self, connection: CloudConnection) -> None:
         self.connection = connection
@@ -71,6 +73,9 @@ class OpenStackBackend(ExecutionBackend):
                         "message": f"the {cloud} cloud runs tasks in VMs and has no {what or field}; remove `{field}`",
                     }
                 )
+        for index, ref in enumerate(spec.get("data") or []):
+            if ref["kind"] == OBJECT:
+                errors += self._object_ref_errors(index, ref)
         if spec.get("outputs") and not self.options["results_container"]:
             message = f"the {cloud} cloud keeps no outputs (its `results_container` option is empty); remove `outputs`"
             errors.append({"field": "outputs", "message": message})
@@ -80,6 +85,33 @@ class OpenStackBackend(ExecutionBackend):
         if not (spec.get("image") or self.options["image"]):
             errors.append({"field": "image", "message": f"name a VM image: the {cloud} cloud has no default image"})
         return errors
+
+    def _object_ref_errors(self, index: int, ref: dict[str, Any]) -> list[dict[str, str]]:
+        container = ref["ref"].partition("/")[0]
+        if not ref.get("path"):
+            return [{"field": f"data.{index}.path", "message": "an object reference needs `path`, where it is staged"}]
+        if not container:
+            return [{"field": f"data.{index}.ref", "message": "name it as container/prefix, e.g. datasets/mnist/"}]
+        if container == self.options["results_container"]:  # other projects' outputs live there too
+            message = f"the results container {container!r} cannot be staged in; download outputs through their links"
+            return [{"field": f"data.{index}.ref", "message": message}]
+        return []
+
+    def stage_in(self, spec: dict[str, Any], seconds: int) -> list[dict[str, Any]]:
+        """The assignment's `stage_in`: one entry per `object` reference, or its error in words (a container gone
+        since submission) for the host program to fail the attempt with."""
+        store, entries = SwiftStore(self.client), []
+        for index, ref in enumerate(spec.get("data") or []):
+            if ref["kind"] != OBJECT:
+                continue
+            try:
+                entry = store.stage_in(ref["ref"], ref["path"], seconds)
+            except BackendError as exc:
+                if not exc.permanent:
+                    raise
+                entry = {"error": exc.message}
+            entries.append({"field": f"data.{index}", **entry})
+        return entries
 
     def output_store(self) -> SwiftStore | None:
         """The project's Swift container, written through temporary URLs (object_store.py)."""
@@ -234,6 +266,12 @@ class OpenStackBackend(ExecutionBackend):
         """The image must not be another project's snapshot (clusters.ownership, the instances' rule too).
 
         Pins the checked image's id in the spec (`image_id`), so the start boots exactly what was checked."""
+        store = SwiftStore(self.client)
+        for index, ref in enumerate(spec.get("data") or []):
+            container = ref["ref"].partition("/")[0]
+            if ref["kind"] == OBJECT and not store.container_exists(container):
+                message = f"the {self.connection.cloud_id} cloud's object store has no container {container!r}"
+                return [{"field": f"data.{index}.ref", "message": message}]
         name = spec.get("image") or self.options["image"]
         image = self.client.call(f"finding image {name}", self.client.conn().image.find_image, name)
         if image is None:

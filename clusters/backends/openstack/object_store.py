@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import secrets
 import threading
 import time
@@ -22,7 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from clusters.backends.base import BackendError
 from clusters.backends.openstack.client import OpenStackClient
 
-OBJECT_STORE_TYPES = ("object-store",)
+MAX_STAGED = 10_000  # objects one `object` reference may stage in
 _keys: dict[tuple, str] = {}  # (connection id, container) → the container's temp URL key
 _keys_lock = threading.Lock()
 
@@ -69,9 +70,63 @@ class SwiftStore:
             )
         return len(names)
 
-    def object_url(self, name: str) -> str:
+    def object_url(self, name: str, container: str = "") -> str:
         endpoint = self._endpoint()
-        return f"{endpoint}/{quote(self.container)}/{quote(name)}"
+        return f"{endpoint}/{quote(container or self.container)}/{quote(name)}"
+
+    # ------------------------------------------------------------------ data staged in (`object` references)
+    def container_exists(self, container: str) -> bool:
+        conn = self.client.conn()
+        try:
+            self.client.call("reading a container", conn.object_store.get_container_metadata, container)
+        except BackendError as exc:
+            if exc.kind == "not_found":
+                return False
+            raise
+        return True
+
+    def stage_in(self, ref: str, path: str, seconds: int) -> dict[str, Any]:
+        """What a host program fetches for one `object` reference ("container/prefix"): every object under the
+        prefix (listed now, with the project's credentials), through one prefix-scoped temporary GET URL signed
+        with the account's key. A container gone since submission: BackendError not_found."""
+        container, _, prefix = ref.partition("/")
+        conn = self.client.conn()
+        objects = self.client.call(
+            "listing the data to stage in",
+            lambda: list(itertools.islice(conn.object_store.objects(container, prefix=prefix), MAX_STAGED + 1)),
+        )
+        if len(objects) > MAX_STAGED:
+            raise BackendError(
+                f"more than {MAX_STAGED} objects under {ref!r}: name a narrower prefix", kind="invalid_spec"
+            )
+        base = self.object_url(prefix, container)
+        expires = int(time.time()) + int(seconds)
+        signature = self._sign("GET", expires, "prefix:" + urlsplit(base).path, key=self._account_key())
+        query = urlencode({"temp_url_sig": signature, "temp_url_expires": expires, "temp_url_prefix": prefix})
+        files = [
+            {"name": item.name, "relative": item.name[len(prefix) :].lstrip("/"), "bytes": item._bytes}
+            for item in objects
+            if not item.name.endswith("/")  # pseudo-directory markers hold no data
+        ]
+        return {"path": path, "url": base, "prefix": prefix, "query": query, "files": files}
+
+    def _account_key(self) -> str:
+        """The account's temp URL key (objects outside the results container are signed with it), set once
+        if the account has none."""
+        cache_key = (self.client.connection.pk, self.client.connection.credentials_ref, "")
+        with _keys_lock:
+            if cache_key in _keys:
+                return _keys[cache_key]
+        store = self.client.conn().object_store
+        metadata = self.client.call("reading the object store's account", store.get_account_metadata)
+        key = metadata.meta_temp_url_key_2 or metadata.meta_temp_url_key
+        if not key:
+            key = secrets.token_urlsafe(32)
+            self.client.call("setting the account's temporary URL key", store.set_account_temp_url_key, key)
+        key = key.decode() if isinstance(key, bytes) else str(key)
+        with _keys_lock:
+            _keys[cache_key] = key
+        return key
 
     # ------------------------------------------------------------------ the container and its key
     def _endpoint(self) -> str:
@@ -81,8 +136,8 @@ class SwiftStore:
             raise BackendError("this cloud has no object store (Swift) in its catalog", kind="invalid_spec")
         return endpoint.rstrip("/")
 
-    def _sign(self, method: str, expires: int, path: str) -> str:
-        key = self._key()
+    def _sign(self, method: str, expires: int, path: str, *, key: str = "") -> str:
+        key = key or self._key()
         return hmac.new(key.encode(), f"{method}\n{expires}\n{path}".encode(), hashlib.sha256).hexdigest()
 
     def _key(self) -> str:

@@ -1,4 +1,4 @@
-"""Declared outputs of OpenStack tasks, kept in the development OpenStack's Swift (docs/data.md).
+"""Declared outputs and staged-in data of OpenStack tasks, in the development OpenStack's Swift (docs/data.md).
 
 The task runs in a VM stand-in (the host program the user data carries, run as it says); its supervisor PUTs
 the files to Swift through the attempt's temporary URL; the API's links are Swift's temporary GET URLs. The
@@ -7,20 +7,26 @@ bytes never pass through CloudPivot, and they stay after the server is gone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import secrets
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
+import openstack
 import pytest
 
+from cloudpivot.exceptions import InvalidSpec
 from clusters.backends import get_backend
 from results.models import OutputManifest
 from results.selectors import task_outputs
 from tasks.services import reconcile_pass
 from tasks.services.actions import task_cancel
+from tasks.services.logs import log_read
 from tasks.services.submission import task_submit
 from tests import helpers
 
@@ -151,3 +157,61 @@ def test_retention_removes_the_objects_and_a_cloud_without_a_container_refuses_o
     errors = get_backend(os_live.connection).validate({"command": ["true"], "outputs": [{"path": "x"}]})
     assert [error["field"] for error in errors] == ["outputs"]
     assert "results_container" in errors[0]["message"]
+
+
+# ---------------------------------------------------------------------------- data staged in (`object`)
+@pytest.fixture
+def inputs(os_live):
+    """A container of the project's own with objects under two prefixes; removed at the end."""
+    store, name = os_live.conn.object_store, f"inputs-{secrets.token_hex(3)}"
+    store.create_container(name=name)
+    objects = {"set1/a.txt": b"alpha\n", "set1/sub/b.bin": bytes(range(256)) * 100, "other/c.txt": b"not staged"}
+    for key, data in objects.items():
+        store.upload_object(container=name, name=key, data=data)
+    yield SimpleNamespace(name=name, objects=objects)
+    with contextlib.suppress(openstack.exceptions.NotFoundException):  # a test may have removed it already
+        for item in list(store.objects(name)):
+            store.delete_object(item, container=name)
+        store.delete_container(name, ignore_missing=True)
+
+
+def test_an_object_prefix_is_staged_in_before_the_program_starts(os_live, vms, inputs, tmp_path):
+    stage = tmp_path / "stage"  # where the VM stand-in's program finds it (an absolute path, as in a VM)
+    data = [{"kind": "object", "ref": f"{inputs.name}/set1/", "path": str(stage), "name": "inputs"}]
+    script = 'cat "$CLOUDPIVOT_DATA_INPUTS/a.txt"; cd "$CLOUDPIVOT_DATA_0" && find . -type f | sort'
+    task, _vm = started(os_live, vms, {"command": ["sh", "-c", script], "data": data})
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=90)
+    assert task.state == "SUCCEEDED", task.state_reason
+    assert log_read(task=task)["data"] == "alpha\n./a.txt\n./sub/b.bin\n"  # not the other prefix
+    assert (stage / "sub" / "b.bin").read_bytes() == inputs.objects["set1/sub/b.bin"]
+    record = task.attempts.get().storage_references.get()
+    assert (record.kind, record.role, record.ref) == ("object", "borrowed", f"{inputs.name}/set1/")
+
+
+def test_a_missing_container_is_refused_and_one_gone_since_fails_the_attempt_in_words(os_live, vms, inputs, tmp_path):
+    data = [{"kind": "object", "ref": "no-such-container/x/", "path": str(tmp_path / "in")}]
+    with pytest.raises(InvalidSpec) as refused:
+        task_submit(user=os_live.world.bob, document={"cloud": "os-dev", "command": ["true"], "data": data})
+    assert refused.value.errors[0]["field"] == "data.0.ref"
+    assert "no container 'no-such-container'" in refused.value.errors[0]["message"]
+    results = [{"kind": "object", "ref": "cloudpivot-results/cp/", "path": str(tmp_path / "in")}]
+    with pytest.raises(InvalidSpec) as refused:
+        task_submit(user=os_live.world.bob, document={"cloud": "os-dev", "command": ["true"], "data": results})
+    assert refused.value.errors[0]["field"] == "data.0.ref"
+
+    data[0]["ref"] = f"{inputs.name}/set1/"
+    task, _ = task_submit(user=os_live.world.bob, document={"cloud": "os-dev", "command": ["true"], "data": data})
+    store = os_live.conn.object_store
+    for item in list(store.objects(inputs.name)):
+        store.delete_object(item, container=inputs.name)
+    store.delete_container(inputs.name)
+    task = helpers.drive(task, {"STARTING"}, timeout=60)
+    server = helpers.wait_for(
+        lambda: (s := os_live.conn.compute.get_server(task.attempts.get().external_ref)).status == "ACTIVE" and s,
+        timeout=60,
+        what="the server ACTIVE",
+    )
+    vms(os_live.conn, server.id)
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=90)
+    assert task.state == "FAILED", task.state_reason
+    assert "data.0" in task.state_reason and "not found" in task.state_reason, task.state_reason
