@@ -95,12 +95,50 @@ def test_outputs_upload_beside_swift_upload(openstack_cloud, tmp_path):
                 f"| {o_wall:.2f} s, {mb / o_wall:.0f} MB/s, CPU {o_cpu:.2f} s | {s_wall / o_wall:.0%} "
                 f"| {sign_ms:.1f} ms |"
             )
+    rows += stage_in_rows(openstack_cloud, store, big, tmp_path)
     for run in range(2):  # leave the dev store as it was
         subprocess.run(
             ["bash", "-c", f". {OPENSTACK}/env.sh && swift delete bench-swift-cli-{run}"], capture_output=True
         )
     store.delete_prefix("cp/")
-    print("\n| what | `swift upload` | CloudPivot's host program | ours / swift (throughput) | server: signing |")
+    print(
+        "\n| what | `swift upload` / `swift download` | CloudPivot's host program | ours / swift (throughput) "
+        "| server: signing |"
+    )
     print("|---|---|---|---|---|")
     print("\n".join(rows))
     sys.stdout.flush()
+
+
+STAGE = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); from cloudpivot_stage import stage_in; "
+    "problem = stage_in([json.loads(sys.argv[2])]); assert not problem, problem"
+)
+
+
+def stage_in_rows(openstack_cloud, store: SwiftStore, big: Path, tmp_path: Path) -> list[str]:
+    """The big file staged in (an `object` reference) beside `swift download` of the same object."""
+    rows = []
+    store.client.conn().object_store.create_container(name="bench-inputs")
+    subprocess.run(
+        ["bash", "-c", f". {OPENSTACK}/env.sh && cd {big} && swift upload bench-inputs model.bin"], check=True
+    )
+    size = (big / "model.bin").stat().st_size
+    for run in range(2):
+        into = tmp_path / f"swift-download-{run}"
+        into.mkdir()
+        download = f". {OPENSTACK}/env.sh && cd {into} && swift download bench-inputs model.bin"
+        s_wall, s_cpu, _ = timed(["bash", "-c", download])
+        cpu = time.process_time()
+        entry = store.stage_in("bench-inputs/", str(tmp_path / f"staged-{run}"), 3600)
+        sign_ms = (time.process_time() - cpu) * 1000
+        o_wall, o_cpu, _ = timed(["/usr/bin/python3", "-c", STAGE, str(AGENT), json.dumps(entry)])
+        assert (tmp_path / f"staged-{run}" / "model.bin").stat().st_size == size
+        mb = size / 1e6
+        rows.append(
+            f"| stage in 1 file of {BIG_MB} MB (run {run + 1}) "
+            f"| {s_wall:.2f} s, {mb / s_wall:.0f} MB/s, CPU {s_cpu:.2f} s "
+            f"| {o_wall:.2f} s, {mb / o_wall:.0f} MB/s, CPU {o_cpu:.2f} s | {s_wall / o_wall:.0%} | {sign_ms:.1f} ms |"
+        )
+    subprocess.run(["bash", "-c", f". {OPENSTACK}/env.sh && swift delete bench-inputs"], capture_output=True)
+    return rows
