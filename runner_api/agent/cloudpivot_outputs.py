@@ -20,7 +20,8 @@ except ImportError:  # pragma: no cover - import path of the tests
     from runner_api.agent.cloudpivot_common import read_json
     from runner_api.agent.cloudpivot_upload import UPLOAD_THREADS, OutputError, put_file, store_url
 
-OUTPUT_MAX_FILES = 500  # the manifest must fit one event (256 KiB of JSON)
+OUTPUT_MAX_FILES = 1000  # the manifest must fit one event (256 KiB of JSON): files and misses alike
+OUTPUT_MAX_LISTED = 120_000  # characters of names a manifest may list (with sizes and checksums: < 256 KiB)
 OUTPUT_MAX_NAME = 200
 OUTPUT_CHUNK = 1024 * 1024
 OUTPUTS_FILE = "outputs.json"
@@ -45,7 +46,7 @@ def outputs_match(workdir: str, declared: list):
     A pattern is a glob relative to the work directory; a directory it matches stands for every file under
     it. Symbolic links are never followed out of the work directory (the copy checks where the file is)."""
     root = os.path.realpath(workdir)
-    found, missing, names = [], [], set()
+    found, missing, names, room, over = [], [], set(), OUTPUT_MAX_LISTED, []
     for entry in declared or []:
         pattern, to = str(entry.get("path") or ""), str(entry.get("to") or "").strip("/")
         problem = _name_problem(pattern.replace("*", "x").replace("?", "x")) or (to and _name_problem(to))
@@ -69,12 +70,16 @@ def outputs_match(workdir: str, declared: list):
                 continue
             names.add(name)
             problem = _name_problem(name)
-            if problem:
+            if len(found) + len(missing) >= OUTPUT_MAX_FILES - 1 or room < len(name):
+                over.append(name)  # listed once, below: the manifest has no room for each
+            elif problem:
                 missing.append({"name": name[:OUTPUT_MAX_NAME], "reason": problem})
-            elif len(found) >= OUTPUT_MAX_FILES:
-                missing.append({"name": name, "reason": "more than %d files are declared" % OUTPUT_MAX_FILES})
             else:
                 found.append((name, path))
+            room -= len(name)
+    if over:
+        why = "%d more files are not kept: one manifest lists at most %d files" % (len(over), OUTPUT_MAX_FILES)
+        missing.append({"name": over[0], "reason": why})
     return found, missing
 
 
@@ -140,7 +145,7 @@ def _kept(name: str, keep):
         size, sha = keep()
     except OutputError as exc:
         return None, {"name": name, "reason": str(exc)}
-    return {"name": name, "bytes": size, "sha256": sha, "ref": name}, None
+    return {"name": name, "bytes": size, "sha256": sha}, None  # the server names the object itself
 
 
 def upload_all(found: list, store: dict, workdir: str, owner=None) -> list:

@@ -4,6 +4,7 @@ checksums, and what it refuses to pick up (docs/data.md)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 from runner_api.agent import cloudpivot_outputs as outputs
@@ -28,7 +29,22 @@ def test_it_copies_globs_and_directories_with_their_sha256(tmp_path):
     for item in manifest["files"]:
         data = (store / item["name"]).read_bytes()
         assert item["bytes"] == len(data) and item["sha256"] == hashlib.sha256(data).hexdigest()
-        assert item["ref"] == item["name"]
+        assert "ref" not in item  # the server names the stored object itself
+
+
+def test_past_a_thousand_files_the_rest_is_one_missing_entry_that_counts_them(tmp_path):
+    work, store = tmp_path / "work", tmp_path / "store"
+    (work / "parts").mkdir(parents=True)
+    for index in range(1003):
+        (work / "parts" / f"p{index:04d}").write_bytes(b"x")
+    manifest = collect(work, store, {"path": "parts"}, {"path": "nothing-here"})
+    assert len(manifest["files"]) == 999  # and the one that counts the rest
+    assert manifest["missing"][0] == {"name": "nothing-here", "reason": "no file matches it in the work directory"}
+    assert manifest["missing"][1] == {
+        "name": "parts/p0999",
+        "reason": "4 more files are not kept: one manifest lists at most 1000 files",
+    }
+    assert len(json.dumps(manifest)) < 256 * 1024
 
 
 def test_a_pattern_that_matches_nothing_is_missing_and_the_rest_is_kept(tmp_path):
