@@ -70,7 +70,7 @@ def outputs_match(workdir: str, declared: list):
                 continue
             names.add(name)
             problem = _name_problem(name)
-            if len(found) + len(missing) >= OUTPUT_MAX_FILES - 1 or room < len(name):
+            if len(found) + len(missing) >= OUTPUT_MAX_FILES or room < len(name):
                 over.append(name)  # listed once, below: the manifest has no room for each
             elif problem:
                 missing.append({"name": name[:OUTPUT_MAX_NAME], "reason": problem})
