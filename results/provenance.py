@@ -112,12 +112,15 @@ def _image(task: Task, spec: dict[str, Any], events: list[dict[str, Any]]) -> di
         digest = next((data["image_id"] for data in reversed(events) if data.get("image_id")), None)
         reason = "" if digest else "the pod's imageID was not observed (the pod was gone before it was seen)"
         return {"reference": reference, "digest": digest, "source": "the pod's imageID", "reason": reason}
-    if task.backend == "openstack":
+    if task.backend == "openstack":  # pinned at submission with the image's id, which is what booted
+        digest = spec.get("image_digest")
+        reason = "" if digest else "Glance gave no checksum for the image when the task was submitted"
         return {
             "reference": reference,
             "image_id": spec.get("image_id"),
-            "digest": None,
-            "reason": "Glance's checksum of the image is not recorded yet; image_id is the image that booted",
+            "digest": digest,
+            "source": "Glance's hash of the image (os_hash_algo:os_hash_value, else md5:checksum)",
+            "reason": reason,
         }
     return {"reference": reference, "digest": None, "reason": f"the {task.backend} cloud does not report it"}
 

@@ -23,6 +23,7 @@ import pytest
 from cloudpivot.exceptions import InvalidSpec
 from clusters.backends import get_backend
 from results.models import OutputManifest
+from results.provenance import task_provenance
 from results.selectors import task_outputs
 from tasks.services import reconcile_pass
 from tasks.services.actions import task_cancel
@@ -98,6 +99,11 @@ def test_outputs_go_to_swift_and_download_from_it_after_the_server_is_gone(os_li
     assert "temp_url_sig=" in files["model.bin"]["url"]
     assert download(files["model.bin"]["url"]) == model
     assert download(files["plots/a.txt"]["url"]) == b"first plot\n"
+    # the provenance bundle names the image that booted by its Glance hash, and the outputs with their checksums
+    bundle = task_provenance(user=os_live.world.bob, task_id=task.pk)["bundle"]
+    image = os_live.conn.image.get_image(task.normalized["image_id"])
+    assert bundle["image"]["digest"] == f"{image.hash_algo}:{image.hash_value}"
+    assert {f["name"]: f["sha256"] for f in bundle["outputs"]["files"]}["model.bin"] == files["model.bin"]["sha256"]
     # a link names one object: the signature does not open the attempt's other files
     with pytest.raises(urllib.error.HTTPError) as refused:
         download(files["model.bin"]["url"].replace("model.bin", "plots/a.txt"))

@@ -279,6 +279,10 @@ class OpenStackBackend(ExecutionBackend):
         mark = str((image.properties or {}).get("cloudpivot_snapshot") or "")
         check_image_for_project(image_id=image.id, snapshot_mark=mark, project_id=project_id, project_slug=project)
         spec["image_id"] = image.id
+        if image.hash_algo and image.hash_value:  # what ran, for the provenance bundle (docs/data.md)
+            spec["image_digest"] = f"{image.hash_algo}:{image.hash_value}"
+        elif image.checksum:
+            spec["image_digest"] = f"md5:{image.checksum}"
         return []
 
     # ------------------------------------------------------------------ optional abilities
