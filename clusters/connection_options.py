@@ -43,6 +43,7 @@ KNOWN: dict[str, dict[str, str]] = {
         "boot_deadline_seconds": WHOLE,
         "api_timeout_seconds": NUMBER,
         "root_disk": TEXT,  # instances: "ephemeral" or "volume"; checked below
+        "results_container": TEXT,  # the Swift container of task outputs ("": none; docs/data.md)
         # how users reach instances by SSH (docs/resources.md#ssh-access)
         "ssh_user": TEXT,
         "ssh_jump_host": TEXT,
