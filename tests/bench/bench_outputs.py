@@ -23,6 +23,9 @@ import pytest
 from clusters.backends.openstack.client import OpenStackClient
 from clusters.backends.openstack.object_store import SwiftStore
 from clusters.models import CloudConnection
+from tasks.services.submission import task_submit
+from tests import helpers
+from tests.bench.served import tree_cpu
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -142,3 +145,43 @@ def stage_in_rows(openstack_cloud, store: SwiftStore, big: Path, tmp_path: Path)
         )
     subprocess.run(["bash", "-c", f". {OPENSTACK}/env.sh && swift delete bench-inputs"], capture_output=True)
     return rows
+
+
+def served_task(os_live, vms, document: dict) -> tuple[float, float, float]:
+    """(CloudPivot's CPU, the VM stand-in's CPU, wall seconds) over a task's whole life, served."""
+    server_before = sum(tree_cpu([os_live.daphne.process.pid]).values()) + time.process_time()
+    children_before, start = children_cpu(), time.perf_counter()
+    task, _ = task_submit(user=os_live.world.bob, document={"cloud": "os-dev", **document})
+    task = helpers.drive(task, {"STARTING"}, timeout=60)
+    server = helpers.wait_for(
+        lambda: (s := os_live.conn.compute.get_server(task.attempts.get().external_ref)).status == "ACTIVE" and s,
+        timeout=60,
+        what="the server ACTIVE",
+    )
+    vm = vms(os_live.conn, server.id)
+    task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=600)
+    assert task.state == "SUCCEEDED", task.state_reason
+    vm.process.wait(timeout=60)
+    execution_cpu = children_cpu() - children_before  # the VM stand-in, reaped: its whole tree
+    server_cpu = sum(tree_cpu([os_live.daphne.process.pid]).values()) + time.process_time() - server_before
+    return server_cpu, execution_cpu, time.perf_counter() - start
+
+
+def test_a_served_task_leaves_the_bytes_to_the_execution(os_live, vms):
+    """CloudPivot's share of a task that uploads one big output, beside the same task without the output and
+    running as long: Daphne's process tree and this process (the reconcile passes and jobs run here inline, as a
+    worker would, polling the whole time), and the VM stand-in's tree (host program, supervisor, program)."""
+    write = (
+        "b = bytes(range(256)) * 65536\nwith open('big.bin', 'wb') as f:\n"
+        f"    for _ in range({BIG_MB // 16}): f.write(b)\n"
+    )
+    with_output = served_task(os_live, vms, {"command": ["python3", "-c", write], "outputs": [{"path": "big.bin"}]})
+    pause = f"import time; time.sleep({with_output[2] - 8:.1f})"  # about as long, with nothing to upload
+    without = served_task(os_live, vms, {"command": ["python3", "-c", write + pause]})
+    print(
+        f"\nserved, {BIG_MB} MB output: CloudPivot {with_output[0]:.2f} s CPU, VM {with_output[1]:.2f} s, "
+        f"{with_output[2]:.1f} s"
+    )
+    print(f"served, no output, as long: CloudPivot {without[0]:.2f} s CPU, VM {without[1]:.2f} s, {without[2]:.1f} s")
+    extra_server, extra_vm = with_output[0] - without[0], with_output[1] - without[1]
+    print(f"the output's cost: CloudPivot {extra_server:+.2f} s CPU; the execution {extra_vm:+.2f} s")
