@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test browser proxy lint check fmt bench bench-task-cost bench-streaming bench-ingest bench-task-list bench-overload soak clean
+.PHONY: run test browser proxy lint check fmt bench bench-task-cost bench-streaming bench-ingest bench-task-list bench-overload bench-sets soak clean
 
 $(VENV)/.base-installed: requirements/base.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ bench-overload: $(VENV)/.dev-installed
 ## bench-outputs: declared outputs to Swift beside `swift upload` (1 GB, 1,000 × 10 KB; the dev OpenStack up)
 bench-outputs: $(VENV)/.dev-installed
 	$(BENCH_ONE) tests/bench/bench_outputs.py $(BENCH_ARGS)
+
+## bench-sets: task sets beside Slurm job arrays: a 10,000-element set accepted, 1,000 × true run, CPU (issue 29)
+bench-sets: $(VENV)/.dev-installed
+	$(BENCH_ONE) tests/bench/bench_sets.py $(BENCH_ARGS)
 
 ## bench-task-list: GET /api/v1/tasks with 100,000 tasks in the database
 bench-task-list: $(VENV)/.dev-installed

@@ -53,13 +53,33 @@ def elements_check(template: dict[str, Any], *, count: int | None, items: list[A
             }
             for name, fields in needed.items()
         ]
+    valid_names: set[str] = set()  # parameter names already found good: a 10,000-item set repeats a few names
+    room = MAX_ENV - 1 - len(template.get("env") or {})
     for index, item in enumerate(items or ()):
         if len(errors) >= MAX_ERRORS:
             break
-        errors += item_errors(template, index, item, needed)
+        if not item_plainly_good(item, needed, valid_names, room):
+            errors += item_errors(template, index, item, needed)
     if errors:
         errors = errors[:MAX_ERRORS]
         raise InvalidSpec(f"invalid task set: {errors[0]['field']}: {errors[0]['message']}", errors=errors)
+
+
+def item_plainly_good(item: Any, needed: dict[str, list[str]], valid_names: set[str], room: int) -> bool:
+    """The usual item, quickly (issue 29: a 10,000-item set accepted in milliseconds): an object of scalar values,
+    each name good (learnt into `valid_names`), every needed name there, and at most `room` parameters, which is
+    room enough whatever the template's `env` shares with it. False sends the item to `item_errors`, which names
+    what is wrong, if anything: True only where `item_errors` would find nothing."""
+    if type(item) is not dict or len(item) > room:
+        return False
+    for name, value in item.items():
+        if value is None or isinstance(value, dict | list):
+            return False
+        if name not in valid_names:
+            if not isinstance(name, str) or not ENV_NAME.match(name) or name in (INDEX, INDEX_ENV):
+                return False
+            valid_names.add(name)
+    return all(name in item for name in needed)
 
 
 def item_errors(template: dict[str, Any], index: int, item: Any, needed: dict[str, list[str]]) -> list[dict[str, str]]:
