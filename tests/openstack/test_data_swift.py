@@ -221,3 +221,28 @@ def test_a_missing_container_is_refused_and_one_gone_since_fails_the_attempt_in_
     task = helpers.drive(task, {"SUCCEEDED", "FAILED", "UNKNOWN"}, timeout=90)
     assert task.state == "FAILED", task.state_reason
     assert "data.0" in task.state_reason and "not found" in task.state_reason, task.state_reason
+
+
+def test_a_project_reads_only_its_own_containers(os_live, inputs, tmp_path):
+    store = os_live.conn.object_store
+    document = {
+        "cloud": "os-dev",
+        "command": ["true"],
+        "data": [{"kind": "object", "ref": f"{inputs.name}/set1/", "path": str(tmp_path / "in")}],
+    }
+    # alone on the connection, alpha may read an unmarked container of the account
+    task, _ = task_submit(user=os_live.world.bob, document=document)
+    task_cancel(task_id=task.pk, user=os_live.world.bob)
+    # once the connection serves beta too, a container must say whose it is
+    os_live.connection.projects.add(os_live.world.beta)
+    with pytest.raises(InvalidSpec) as refused:
+        task_submit(user=os_live.world.bob, document=document)
+    assert refused.value.errors[0]["field"] == "data.0.ref"
+    assert f"X-Container-Meta-Cloudpivot-Project: alpha on '{inputs.name}'" in refused.value.errors[0]["message"]
+    store.set_container_metadata(inputs.name, **{"cloudpivot-project": "beta"})
+    with pytest.raises(InvalidSpec) as refused:
+        task_submit(user=os_live.world.bob, document=document)
+    assert refused.value.errors[0]["message"] == f"the container '{inputs.name}' is another project's"
+    store.set_container_metadata(inputs.name, **{"cloudpivot-project": "alpha"})
+    task, _ = task_submit(user=os_live.world.bob, document=document)
+    assert task.state == "PENDING"

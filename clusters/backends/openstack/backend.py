@@ -97,6 +97,22 @@ class OpenStackBackend(ExecutionBackend):
             return [{"field": f"data.{index}.ref", "message": message}]
         return []
 
+    def _container_problem(self, container: str, project: str) -> str:
+        """A project reads its own containers: one marked for it (`X-Container-Meta-Cloudpivot-Project`), or any
+        unmarked one when the connection serves that project alone (then the account is the project's)."""
+        owner = SwiftStore(self.client).container_owner(container)
+        cloud = self.connection.cloud_id
+        if owner is None:
+            return f"the {cloud} cloud's object store has no container {container!r}"
+        if owner and owner != project:
+            return f"the container {container!r} is another project's"
+        if not owner and self.connection.projects.count() > 1:
+            return (
+                f"the {cloud} cloud serves several projects, so a container must be marked as this project's: "
+                f"set the header X-Container-Meta-Cloudpivot-Project: {project} on {container!r}"
+            )
+        return ""
+
     def stage_in(self, spec: dict[str, Any], seconds: int) -> list[dict[str, Any]]:
         """The assignment's `stage_in`: one entry per `object` reference, or its error in words (a container gone
         since submission) for the host program to fail the attempt with."""
@@ -266,12 +282,9 @@ class OpenStackBackend(ExecutionBackend):
         """The image must not be another project's snapshot (clusters.ownership, the instances' rule too).
 
         Pins the checked image's id in the spec (`image_id`), so the start boots exactly what was checked."""
-        store = SwiftStore(self.client)
         for index, ref in enumerate(spec.get("data") or []):
-            container = ref["ref"].partition("/")[0]
-            if ref["kind"] == OBJECT and not store.container_exists(container):
-                message = f"the {self.connection.cloud_id} cloud's object store has no container {container!r}"
-                return [{"field": f"data.{index}.ref", "message": message}]
+            if ref["kind"] == OBJECT and (problem := self._container_problem(ref["ref"].partition("/")[0], project)):
+                return [{"field": f"data.{index}.ref", "message": problem}]
         name = spec.get("image") or self.options["image"]
         image = self.client.call(f"finding image {name}", self.client.conn().image.find_image, name)
         if image is None:

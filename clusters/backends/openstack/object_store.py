@@ -24,6 +24,7 @@ from clusters.backends.base import BackendError
 from clusters.backends.openstack.client import OpenStackClient
 
 MAX_STAGED = 10_000  # objects one `object` reference may stage in
+PROJECT_MARK = "cloudpivot-project"  # a container's metadata naming the CloudPivot project it belongs to
 _keys: dict[tuple, str] = {}  # (connection id, container) → the container's temp URL key
 _keys_lock = threading.Lock()
 
@@ -75,15 +76,17 @@ class SwiftStore:
         return f"{endpoint}/{quote(container or self.container)}/{quote(name)}"
 
     # ------------------------------------------------------------------ data staged in (`object` references)
-    def container_exists(self, container: str) -> bool:
+    def container_owner(self, container: str) -> str | None:
+        """The project a container is marked for (`X-Container-Meta-Cloudpivot-Project`), "" when it carries no
+        mark, None when there is no such container."""
         conn = self.client.conn()
         try:
-            self.client.call("reading a container", conn.object_store.get_container_metadata, container)
+            found = self.client.call("reading a container", conn.object_store.get_container_metadata, container)
         except BackendError as exc:
             if exc.kind == "not_found":
-                return False
+                return None
             raise
-        return True
+        return str((found.metadata or {}).get(PROJECT_MARK) or "")
 
     def stage_in(self, ref: str, path: str, seconds: int) -> dict[str, Any]:
         """What a host program fetches for one `object` reference ("container/prefix"): every object under the
