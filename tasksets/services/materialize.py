@@ -76,7 +76,9 @@ def set_materialize(*, set_id) -> int:
     with transaction.atomic():
         # `items` (megabytes for a large set) is read only when elements are made, not on every pass's look.
         locked = TaskSet.objects.select_for_update(of=("self",)).select_related("owner", "project").defer("items")
-        task_set = locked.get(pk=set_id)
+        task_set = locked.filter(pk=set_id).first()
+        if task_set is None:  # deleted (a cancelled set may be while its stopped elements end)
+            return 0
         if task_set.state == TaskSetState.CANCELLED and task_set.ended_at is None:
             if not taskset_open_elements(task_set):
                 taskset_end(task_set=task_set)
