@@ -79,13 +79,16 @@ class TaskSet(BaseModel):
 
 class SetElement(models.Model):
     """Element `index` of a set, materialized as `task`. `retry_asked_by`: a retry of its failed task is asked
-    for and waits for room (the set's max_running holds for retries too)."""
+    for and waits for room (the set's max_running holds for retries too), with `retry_changes` if any."""
 
     task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="elements")
     index = models.PositiveIntegerField()
     task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="set_element")
     retry_asked_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    retry_changes = models.JSONField(
+        null=True, blank=True, help_text="The asked retry's changes (dotted paths over the template), if any."
     )
 
     class Meta:

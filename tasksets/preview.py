@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.specs import spec_normalize
-from tasksets.services.submission import _fields_under
-from tasksets.specs import set_request_check
+from tasksets.specs import fields_under, set_request_check
 from tasksets.templating import element_document, elements_check
 
 PREVIEW_ELEMENTS = 5
@@ -21,7 +20,7 @@ def set_preview(body: Any, *, limit: int = PREVIEW_ELEMENTS) -> dict[str, Any]:
     """{total, elements: [{index, name, command, params}]} of the first `limit` elements, or InvalidSpec."""
     request = set_request_check(body)
     template, items, count = request["template"], request["items"], request["count"]
-    with _fields_under("template"):
+    with fields_under("template"):
         spec_normalize(template)
     elements_check(template, count=count, items=items)
     total = count or len(items)

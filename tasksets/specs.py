@@ -7,13 +7,15 @@ checked by tasksets.templating, which names `items.17.lr`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 from rest_framework import serializers
 
 from cloudpivot.api import flatten_errors
-from cloudpivot.exceptions import InvalidSpec
+from cloudpivot.exceptions import ApplicationError, InvalidSpec
 from tasks.specs import StrictSerializer
 
 
@@ -60,3 +62,15 @@ def set_request_check(body: Any) -> dict[str, Any]:
         where = f"{errors[0]['field']}: " if errors[0]["field"] else ""
         raise InvalidSpec(f"invalid task set: {where}{errors[0]['message']}", errors=errors)
     return dict(serializer.validated_data)
+
+
+@contextmanager
+def fields_under(prefix: str) -> Iterator[None]:
+    """Errors raised inside name their fields under `prefix` (`command.1` → `template.command.1`)."""
+    try:
+        yield
+    except ApplicationError as exc:
+        exc.errors = [{**e, "field": f"{prefix}.{e['field']}" if e["field"] else prefix} for e in exc.errors]
+        if isinstance(exc, InvalidSpec) and exc.errors:
+            exc.message = f"invalid task set: {exc.errors[0]['field']}: {exc.errors[0]['message']}"
+        raise

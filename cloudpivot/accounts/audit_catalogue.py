@@ -36,6 +36,7 @@ ACTIONS: dict[str, str] = {
     "tasksets-api:task-set-list": f"{SUBMITTER} (submit a set)",
     "tasksets-api:task-set-cancel": "the set's owner or an admin of its project",
     "tasksets-api:task-set-retry-failed": "the set's owner or an admin of its project",
+    "tasksets-api:task-set-detail": "the set's owner or an admin of its project (delete)",
     "tasksets:set_cancel": "the set's owner or an admin of its project",
     "tasksets:set_retry_failed": "the set's owner or an admin of its project",
     # clouds

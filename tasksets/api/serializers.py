@@ -109,6 +109,18 @@ class ElementsQuerySerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=TaskState.choices, required=False, allow_null=True, default=None)
 
 
+class RetryFailedInputSerializer(serializers.Serializer):
+    """The optional body of POST /task-sets/{id}/retry-failed."""
+
+    changes = serializers.DictField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text="A partial task document merged over the template for the failed elements' new attempts, e.g. "
+        '{"resources": {"memory_mb": 4096}, "timeout_seconds": 600}; checked for every element first (400 names '
+        "`changes.<field>`, nothing retried).",
+    )
+
+
 class RetryFailedSerializer(serializers.Serializer):
     retrying = serializers.IntegerField(help_text="Failed elements given a new attempt as the set has room.")
     set = TaskSetSerializer()

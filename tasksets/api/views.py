@@ -17,12 +17,13 @@ from tasksets.api.serializers import (
     ElementPageSerializer,
     ElementSerializer,
     ElementsQuerySerializer,
+    RetryFailedInputSerializer,
     RetryFailedSerializer,
     TaskSetCreateSerializer,
     TaskSetSerializer,
 )
 from tasksets.models import TaskSet
-from tasksets.services.actions import taskset_cancel, taskset_retry_failed
+from tasksets.services.actions import taskset_cancel, taskset_delete, taskset_retry_failed
 from tasksets.services.submission import taskset_submit
 
 
@@ -118,13 +119,36 @@ class TaskSetViewSet(AuditedInView, viewsets.ReadOnlyModelViewSet):
         task_set = taskset_cancel(set_id=self.get_object().pk, user=request.user)
         return Response(self.get_serializer(self._fresh(task_set)).data, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=None, responses={202: RetryFailedSerializer})
+    @extend_schema(
+        request=RetryFailedInputSerializer,
+        responses={202: RetryFailedSerializer},
+        examples=[
+            OpenApiExample(
+                "more memory",
+                value={"changes": {"resources": {"memory_mb": 4096}, "timeout_seconds": 600}},
+                request_only=True,
+            )
+        ],
+    )
     @action(detail=True, methods=["post"], url_path="retry-failed")
     def retry_failed(self, request: Request, pk: str) -> Response:
-        """A new attempt for each FAILED or TIMED_OUT element (as the set has room); 409 when none failed."""
-        task_set, asked = taskset_retry_failed(set_id=self.get_object().pk, user=request.user)
+        """A new attempt for each FAILED or TIMED_OUT element (as the set has room); 409 when none failed.
+        `changes` (a partial task document over the template) change the failed elements' specs first; a bad
+        change is a 400 naming `changes.<field>`, with nothing retried."""
+        task_set = self.get_object()
+        body = RetryFailedInputSerializer(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        changes = body.validated_data.get("changes")
+        task_set, asked = taskset_retry_failed(set_id=task_set.pk, user=request.user, changes=changes)
         body = {"retrying": asked, "set": self.get_serializer(self._fresh(task_set)).data}
         return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={204: None})
+    def destroy(self, request: Request, pk: str) -> Response:
+        """Delete a FINISHED or CANCELLED set (409 `set_active`: cancel it first). Its elements stay as ordinary
+        tasks; only the set and its links to them go."""
+        taskset_delete(set_id=self.get_object().pk, user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _fresh(self, task_set: TaskSet) -> TaskSet:
         return selectors.taskset_get_for_user(user=self.request.user, set_id=task_set.pk)

@@ -88,6 +88,18 @@ def taskset_end(*, task_set: TaskSet) -> None:
     )
 
 
+def taskset_announce_deleted(*, task_set: TaskSet, by: Any) -> None:
+    """`set.deleted`, in the transaction that deletes the set: its elements stay, as ordinary tasks."""
+    made = SetElement.objects.filter(task_set=task_set).count()
+    _announce(
+        task_set,
+        "deleted",
+        f"deleted by {by}; its {made} element tasks stay as tasks",
+        {"state": task_set.state, "total": task_set.total, "elements": made, "by": by.get_username()},
+        timezone.now(),
+    )
+
+
 def taskset_open_elements(task_set: TaskSet) -> bool:
     """Whether an element made has not ended yet (a cancelled set ends when the last one does)."""
     return SetElement.objects.filter(task_set=task_set).exclude(task__state__in=TERMINAL).exists()

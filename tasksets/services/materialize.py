@@ -7,7 +7,8 @@ nothing is made, or after it and sees every element made):
 1. Room: with `max_running`, that many elements open (not ended) at once; without, TASK_SET_AHEAD elements
    PENDING at once (admission takes them as quotas allow, and more are made as it does). At most TASK_SET_AHEAD
    per set per pass in any case, so a pass stays short.
-2. Retries asked for (retry-failed) go first, through the task retry service, in index order.
+2. Retries asked for (retry-failed) go first, through the task retry service, in index order (with the asked
+   changes, substituted for the element).
 3. Then the next elements, through the task submission service (tasks.services.submission.task_submit), so each
    one is a task like any other: checked, quota-bound, with its `submitted` event; and each gets its SetElement.
 4. A set whose elements were all made and have all ended is FINISHED (and announces `set.finished`). A CANCELLED
@@ -31,6 +32,7 @@ from tasks.choices import TERMINAL, TaskState
 from tasks.services.actions import task_retry
 from tasks.services.faults import isolated
 from tasks.services.submission import task_submit
+from tasksets.changes import element_changes
 from tasksets.choices import TaskSetState
 from tasksets.models import SetElement, TaskSet
 from tasksets.services.lifecycle import taskset_end, taskset_note, taskset_open_elements, taskset_transition
@@ -74,7 +76,9 @@ def set_materialize(*, set_id) -> int:
     with transaction.atomic():
         # `items` (megabytes for a large set) is read only when elements are made, not on every pass's look.
         locked = TaskSet.objects.select_for_update(of=("self",)).select_related("owner", "project").defer("items")
-        task_set = locked.get(pk=set_id)
+        task_set = locked.filter(pk=set_id).first()
+        if task_set is None:  # deleted (a cancelled set may be while its stopped elements end)
+            return 0
         if task_set.state == TaskSetState.CANCELLED and task_set.ended_at is None:
             if not taskset_open_elements(task_set):
                 taskset_end(task_set=task_set)
@@ -135,15 +139,24 @@ def _retries(task_set: TaskSet, room: int) -> int:
         .select_related("retry_asked_by")
         .order_by("index")[:room]
     )
+    items = None
+    if task_set.count is None and any(element.retry_changes for element in asked):
+        items = TaskSet.objects.filter(pk=task_set.pk).values_list("items", flat=True).get()
     done = 0
     for element in asked:
+        changes = None
+        if element.retry_changes:  # the changed fields as this element has them ({{lr}} substituted)
+            params = items[element.index] if items is not None else None
+            changes = element_changes(
+                task_set.template, element.retry_changes, index=element.index, params=params, set_name=task_set.name
+            )
         try:
             with transaction.atomic():
-                task_retry(task_id=element.task_id, user=element.retry_asked_by)
+                task_retry(task_id=element.task_id, user=element.retry_asked_by, changes=changes)
             done += 1
         except ApplicationError as exc:  # retried meanwhile by hand, or the asker may no longer: the ask ends
             logger.info("task set %s: element %s not retried: %s", task_set.short_id, element.index, exc.message)
-    SetElement.objects.filter(pk__in=[element.pk for element in asked]).update(retry_asked_by=None)
+    SetElement.objects.filter(pk__in=[element.pk for element in asked]).update(retry_asked_by=None, retry_changes=None)
     return done
 
 

@@ -8,22 +8,19 @@ substitution of every element is checked in memory (tasksets.templating).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from cloudpivot.accounts import quotas
-from cloudpivot.exceptions import ApplicationError, InvalidSpec
 from cloudpivot.idempotency import canonical_sha256, replay_for_key
 from tasks import dispatch
 from tasks.services.submission import task_document_check
 from tasks.specs import spec_normalize
 from tasksets.models import TaskSet
 from tasksets.services.lifecycle import taskset_announce_state
-from tasksets.specs import set_request_check
+from tasksets.specs import fields_under, set_request_check
 from tasksets.templating import element_document, elements_check
 
 
@@ -38,13 +35,13 @@ def taskset_submit(*, user: AbstractBaseUser, body: Any, idempotency_key: str = 
         return existing, False
     request = set_request_check(body)
     template, items = request["template"], request["items"]
-    with _fields_under("template"):
+    with fields_under("template"):
         spec_normalize(template)  # the template's own faults first, named as template fields
     elements_check(template, count=request["count"], items=items)
     first = element_document(
         template, index=0, params=items[0] if items else None, project=template.get("project"), set_name=""
     )
-    with _fields_under("template"):
+    with fields_under("template"):
         spec, connection, project = task_document_check(user=user, document=first)
     quotas.check_can_ever_fit(project=project, connection_id=connection.pk, footprint=quotas.task_footprint(spec))
     task_set = TaskSet(
@@ -82,15 +79,3 @@ def _set_for_key(*, user: AbstractBaseUser, key: str, digest: str) -> TaskSet | 
         what="task set request",
         new="task set",
     )
-
-
-@contextmanager
-def _fields_under(prefix: str) -> Iterator[None]:
-    """Errors raised inside name their fields under `prefix` (`command.1` → `template.command.1`)."""
-    try:
-        yield
-    except ApplicationError as exc:
-        exc.errors = [{**e, "field": f"{prefix}.{e['field']}" if e["field"] else prefix} for e in exc.errors]
-        if isinstance(exc, InvalidSpec) and exc.errors:
-            exc.message = f"invalid task set: {exc.errors[0]['field']}: {exc.errors[0]['message']}"
-        raise

@@ -1,5 +1,5 @@
 """`cloudpivot set …`: submit a task set (a template and a count or a parameter file), list, get, watch, cancel,
-retry."""
+retry (with changes), delete."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ EXAMPLES = """\
   cloudpivot set submit -f train.yaml --items params.jsonl
   cloudpivot set get ID
   cloudpivot set watch ID
-  cloudpivot set retry-failed ID
+  cloudpivot set retry-failed ID --set resources.memory_mb=4096
+  cloudpivot set delete ID
 """
 ENDED = ("FINISHED", "CANCELLED")
 POLL_SECONDS = float(os.environ.get("CLOUDPIVOT_POLL_SECONDS", "1.0"))
@@ -186,8 +187,32 @@ def cancel(args) -> int:
 
 
 def retry_failed(args) -> int:
-    answer = connect(args).post(f"/api/v1/task-sets/{args.id}/retry-failed")
-    print(f"task set {answer['set']['id']}: {answer['retrying']} failed elements retried as it has room")
+    changes = retry_changes(args.changes, args.set or [])
+    answer = connect(args).post(f"/api/v1/task-sets/{args.id}/retry-failed", {"changes": changes} if changes else None)
+    how = " with changes" if changes else ""
+    print(f"task set {answer['set']['id']}: {answer['retrying']} failed elements retried{how} as it has room")
+    return exitcodes.OK
+
+
+def retry_changes(name: str | None, pairs: list[str]) -> dict:
+    """A partial task document from --changes FILE, then each --set path=value over it (a value is read as
+    JSON when it is JSON: 4096, true, ["a", "b"]; otherwise as a string)."""
+    changes = specs.read(name) if name else {}
+    for pair in pairs:
+        path, sep, text = pair.partition("=")
+        if not sep or not path:
+            raise UsageError(f"--set {pair}: give a field path and a value, e.g. --set resources.memory_mb=4096")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        changes[path] = value
+    return changes
+
+
+def delete(args) -> int:
+    connect(args).delete(f"/api/v1/task-sets/{args.id}")
+    print(f"task set {args.id} deleted; its elements stay as tasks")
     return exitcodes.OK
 
 
@@ -236,7 +261,22 @@ def register(commands) -> None:
 
     for verb, text, run in (
         ("cancel", "cancel a set: no further element starts, unfinished ones are cancelled", cancel),
-        ("retry-failed", "run the set's FAILED and TIMED_OUT elements again as new attempts", retry_failed),
+        ("delete", "delete a finished or cancelled set; its elements stay as tasks", delete),
     ):
         p = add_command(commands, verb, text, run, f"  cloudpivot set {verb} ID\n")
         p.add_argument("id", metavar="ID")
+
+    p = add_command(
+        commands,
+        "retry-failed",
+        "run the set's FAILED and TIMED_OUT elements again as new attempts, optionally with changes",
+        retry_failed,
+        "  cloudpivot set retry-failed ID\n"
+        "  cloudpivot set retry-failed ID --set resources.memory_mb=4096 --set timeout_seconds=600\n"
+        "  cloudpivot set retry-failed ID --changes more-memory.yaml   # a partial task document\n",
+    )
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--changes", metavar="FILE", help="a partial task document merged over the template (YAML/JSON)")
+    p.add_argument(
+        "--set", action="append", metavar="PATH=VALUE", help="change one field, e.g. resources.memory_mb=4096 (repeat)"
+    )
