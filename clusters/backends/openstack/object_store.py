@@ -107,7 +107,7 @@ class SwiftStore:
         signature = self._sign("GET", expires, "prefix:" + urlsplit(base).path, key=self._account_key())
         query = urlencode({"temp_url_sig": signature, "temp_url_expires": expires, "temp_url_prefix": prefix})
         files = [
-            {"name": item.name, "relative": item.name[len(prefix) :].lstrip("/"), "bytes": item._bytes}
+            {"name": item.name, "relative": item.name[len(prefix) :].lstrip("/"), "bytes": item.content_length}
             for item in objects
             if not item.name.endswith("/")  # pseudo-directory markers hold no data
         ]
